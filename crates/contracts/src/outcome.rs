@@ -1,0 +1,220 @@
+//! The typed result of one execution: the closed [`ExecutionOutcome`] and the
+//! [`RuntimeProfile`] every outcome carries.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::approval::ApprovalRequest;
+use crate::decision::DecisionReason;
+use crate::ids::{RequestId, Timestamp};
+use crate::scope::EvidenceRef;
+
+/// The strength of the guarantees behind an outcome, chosen by the composition root and carried
+/// on every outcome, so a caller asserting on evidence asserts against the profile that produced
+/// it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeProfile {
+    /// Typed outcome only; nothing durable is promised.
+    Minimal,
+    /// Attempts and outcomes are persisted; no governance claim.
+    Durable,
+    /// Hash-chained evidence is control flow: no receipt, no invocation.
+    Governed,
+    /// Governed, and closed tasks can be certified.
+    Certifiable,
+}
+
+/// A failure a tool reported, safe to show and store (no raw exception, no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    /// A stable, machine-readable kind (for example `not_found`, `exit_status`).
+    pub kind: String,
+    /// A redacted, human-readable message.
+    pub message: String,
+}
+
+/// The outcome of one execution request. Closed: every path ends in exactly one variant, and
+/// every variant carries the [`RuntimeProfile`].
+///
+/// A successful call that returned nothing is `Succeeded { result: null, .. }`, never a failure.
+///
+/// ```
+/// use warden_contracts::*;
+/// let ok = ExecutionOutcome::Succeeded {
+///     request_id: RequestId::new("r-1").unwrap(),
+///     profile: RuntimeProfile::Minimal,
+///     result: serde_json::Value::Null,
+///     evidence: vec![],
+/// };
+/// assert!(ok.is_success());
+/// assert_eq!(ok.profile(), RuntimeProfile::Minimal);
+/// let json = serde_json::to_value(&ok).unwrap();
+/// assert_eq!(json["status"], "succeeded");
+/// assert!(json.get("result").is_some(), "a null result is still written");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ExecutionOutcome {
+    /// The tool ran and returned `result` (possibly `null`).
+    Succeeded {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// The tool's result; `null` is a successful empty result.
+        result: Value,
+        /// Evidence of the decision and the invocation.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
+    },
+    /// A policy, gate, guard or validation refused the call; nothing ran.
+    Denied {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// Why.
+        reason: DecisionReason,
+        /// Which evaluator refused.
+        evaluator: String,
+        /// The denial also stops the turn's other pending calls.
+        #[serde(default)]
+        stop: bool,
+        /// Evidence of the denial.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
+    },
+    /// Capacity was full; nothing started. Retry later.
+    Deferred {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// Why.
+        reason: DecisionReason,
+        /// When to retry, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_at: Option<Timestamp>,
+    },
+    /// Approval is needed; nothing ran, and no worker waits. An approval starts a new attempt.
+    Escalated {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// What to approve, and whom to ask.
+        approval: ApprovalRequest,
+        /// Evidence of the escalation.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
+    },
+    /// The tool ran (or was being set up) and failed.
+    Failed {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// The failure, redacted.
+        failure: Failure,
+        /// Whether the callable was reached.
+        call_executed: bool,
+        /// Evidence of the failure.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
+    },
+    /// The caller cancelled.
+    Cancelled {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// Whether the callable was reached before cancellation.
+        call_executed: bool,
+    },
+    /// The request's deadline passed.
+    TimedOut {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// Whether the callable was reached before the deadline.
+        call_executed: bool,
+    },
+    /// The call was sent and its effect is unknown (a transport lost after send). Never retried
+    /// by the executor without reconciliation.
+    Ambiguous {
+        /// The request.
+        request_id: RequestId,
+        /// The active profile.
+        profile: RuntimeProfile,
+        /// What is known.
+        message: String,
+    },
+}
+
+impl ExecutionOutcome {
+    /// The profile that produced this outcome.
+    pub fn profile(&self) -> RuntimeProfile {
+        match self {
+            Self::Succeeded { profile, .. }
+            | Self::Denied { profile, .. }
+            | Self::Deferred { profile, .. }
+            | Self::Escalated { profile, .. }
+            | Self::Failed { profile, .. }
+            | Self::Cancelled { profile, .. }
+            | Self::TimedOut { profile, .. }
+            | Self::Ambiguous { profile, .. } => *profile,
+        }
+    }
+
+    /// The request this outcome answers.
+    pub fn request_id(&self) -> &RequestId {
+        match self {
+            Self::Succeeded { request_id, .. }
+            | Self::Denied { request_id, .. }
+            | Self::Deferred { request_id, .. }
+            | Self::Escalated { request_id, .. }
+            | Self::Failed { request_id, .. }
+            | Self::Cancelled { request_id, .. }
+            | Self::TimedOut { request_id, .. }
+            | Self::Ambiguous { request_id, .. } => request_id,
+        }
+    }
+
+    /// The variant's stable name, as serialized in `status`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::Succeeded { .. } => "succeeded",
+            Self::Denied { .. } => "denied",
+            Self::Deferred { .. } => "deferred",
+            Self::Escalated { .. } => "escalated",
+            Self::Failed { .. } => "failed",
+            Self::Cancelled { .. } => "cancelled",
+            Self::TimedOut { .. } => "timed_out",
+            Self::Ambiguous { .. } => "ambiguous",
+        }
+    }
+
+    /// Whether the tool ran and succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Succeeded { .. })
+    }
+
+    /// Whether the callable may have been reached: `Some(true)` it was, `Some(false)` it was not,
+    /// `None` unknown (ambiguous).
+    pub fn call_executed(&self) -> Option<bool> {
+        match self {
+            Self::Succeeded { .. } => Some(true),
+            Self::Denied { .. } | Self::Deferred { .. } | Self::Escalated { .. } => Some(false),
+            Self::Failed { call_executed, .. }
+            | Self::Cancelled { call_executed, .. }
+            | Self::TimedOut { call_executed, .. } => Some(*call_executed),
+            Self::Ambiguous { .. } => None,
+        }
+    }
+}
