@@ -6,6 +6,11 @@
 //! - `ci`: everything CI runs, in order.
 //!
 //! Exit codes: 0 ok, 1 a check failed, 2 usage error.
+//!
+//! **Invariant:** every check CI runs is reachable from `cargo xtask ci`, and the conventions
+//! (`tidy`) also run under `cargo test`.
+//!
+//! **Must never:** be a dependency of a runtime crate; it is tooling outside the layers.
 #![forbid(unsafe_code)]
 
 mod bypass;

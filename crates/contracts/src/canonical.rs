@@ -174,7 +174,7 @@ fn write_es6_number(out: &mut String, f: f64) {
             out.push_str(&digits[1..]);
         }
         out.push('e');
-        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push(if n > 0 { '+' } else { '-' });
         let _ = write!(out, "{}", (n - 1).abs());
     }
 }
@@ -196,7 +196,7 @@ fn shortest_digits(f: f64) -> (String, i32) {
     let k = digits.len();
     if exact_exp == exp && exact.len() == k + 1 && exact.ends_with('5') {
         let lower = &exact[..k];
-        let even = lower.bytes().last().is_some_and(|b| (b - b'0') % 2 == 0);
+        let even = lower.bytes().last().is_some_and(|b| (b - b'0').is_multiple_of(2));
         let round_trips = format!("{}.{}e{exp}", &lower[..1], &lower[1..])
             .parse::<f64>()
             .is_ok_and(|back| back == f);

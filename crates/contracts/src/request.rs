@@ -282,14 +282,14 @@ impl ExecutionContext {
                 context: self.execution_scope.describe(),
             });
         }
-        if let Some(claim) = request.principal_claim() {
-            if claim != &self.authenticated_principal {
-                return Err(ContractError::Mismatch {
-                    what: "principal",
-                    request: claim.id.to_string(),
-                    context: self.authenticated_principal.id.to_string(),
-                });
-            }
+        if let Some(claim) = request.principal_claim()
+            && claim != &self.authenticated_principal
+        {
+            return Err(ContractError::Mismatch {
+                what: "principal",
+                request: claim.id.to_string(),
+                context: self.authenticated_principal.id.to_string(),
+            });
         }
         Ok(())
     }
