@@ -23,13 +23,22 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
         ("clippy", &|| {
             cargo(
                 root,
-                &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
             )
         }),
         ("test", &|| cargo(root, &["test", "--workspace"])),
         ("bypass-check", &|| crate::bypass::run(root, &[])),
         ("tidy", &|| crate::tidy::run(root)),
-        ("schemas", &|| crate::schemas::run(root, &["--check".to_owned()])),
+        ("schemas", &|| {
+            crate::schemas::run(root, &["--check".to_owned()])
+        }),
         ("deny", &|| deny(root)),
     ];
     for (name, step) in steps {
@@ -69,11 +78,20 @@ fn deny(root: &Path) -> anyhow::Result<bool> {
         println!("==> ci: installing cargo-deny {CARGO_DENY_VERSION}");
         let ok = cargo(
             root,
-            &["install", "cargo-deny", "--version", CARGO_DENY_VERSION, "--locked"],
+            &[
+                "install",
+                "cargo-deny",
+                "--version",
+                CARGO_DENY_VERSION,
+                "--locked",
+            ],
         )?;
         if !ok {
             anyhow::bail!("could not install cargo-deny {CARGO_DENY_VERSION}");
         }
     }
-    cargo(root, &["deny", "--offline", "check", "licenses", "bans", "sources"])
+    cargo(
+        root,
+        &["deny", "--offline", "check", "licenses", "bans", "sources"],
+    )
 }

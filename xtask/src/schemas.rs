@@ -15,6 +15,9 @@ pub(crate) fn expected() -> anyhow::Result<BTreeMap<String, String>> {
         text.push('\n');
         files.insert(format!("{}.schema.json", s.name), text);
     }
+    let mut policy = serde_json::to_string_pretty(&warden_policy::policy_file_schema())?;
+    policy.push('\n');
+    files.insert("PolicyFile.schema.json".to_owned(), policy);
     Ok(files)
 }
 

@@ -141,9 +141,7 @@ fn check_crate_roots(root: &Path, findings: &mut Vec<Finding>) -> anyhow::Result
                 findings.push(Finding {
                     path: rel.clone(),
                     line: 1,
-                    message: format!(
-                        "crate {name}'s root docs must state {what} (`{needle} …`)"
-                    ),
+                    message: format!("crate {name}'s root docs must state {what} (`{needle} …`)"),
                 });
             }
         }
@@ -214,7 +212,11 @@ mod tests {
     #[test]
     fn findings_name_the_file_and_line() {
         let mut findings = Vec::new();
-        check_file("a.rs", "fn main() {}\n#[test]\n#[ignore]\nfn t() {}\n", &mut findings);
+        check_file(
+            "a.rs",
+            "fn main() {}\n#[test]\n#[ignore]\nfn t() {}\n",
+            &mut findings,
+        );
         let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
         assert_eq!(
             lines,
@@ -224,7 +226,11 @@ mod tests {
             ]
         );
         findings.clear();
-        check_file("b.rs", "//! ok\n#[ignore = \"slow\"]\n#[should_panic(expected = \"x\")]\n", &mut findings);
+        check_file(
+            "b.rs",
+            "//! ok\n#[ignore = \"slow\"]\n#[should_panic(expected = \"x\")]\n",
+            &mut findings,
+        );
         assert!(findings.is_empty());
     }
 }

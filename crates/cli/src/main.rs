@@ -1,18 +1,129 @@
 //! `warden`: the composition root. It parses arguments, loads configuration, wires the layers
 //! together and prints results.
 //!
-//! **Invariant:** exit codes are 0 (ok), 1 (a check failed), 2 (usage or input error).
+//! **Invariant:** exit codes are 0 (ok, whatever the verdicts), 1 (a check failed), 2 (usage
+//! or input error, with `error: …` on stderr); nothing is decided from invalid input.
 //!
 //! **Must never:** hold logic a library user would need; that lives in the library crates.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+mod check;
+mod error;
+mod load;
+mod policy_cmd;
 
-/// Warden: governs what AI agents do.
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::CliError;
+
+/// Warden: decides whether an AI agent's tool call may run, and proves what was decided.
 #[derive(Debug, Parser)]
 #[command(name = "warden", version, about, long_about = None)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decide tool calls against a policy: allow, ask or deny, citing the rule and source.
+    Check(CheckArgs),
+    /// Explain a decision: subjects, rules that fired or were carved out, withheld sources.
+    Explain(ExplainArgs),
+    /// Work with policy files.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Policy files to load.
+#[derive(Debug, Args)]
+struct PolicyArgs {
+    /// A policy file (.toml or .json); repeat to merge several as sources.
+    #[arg(long = "policy", value_name = "FILE", required = true)]
+    policies: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The tool to decide (with --args).
+    #[arg(long, value_name = "NAME", requires = "args", conflicts_with = "calls")]
+    tool: Option<String>,
+    /// The call's arguments: a JSON object.
+    #[arg(long, value_name = "JSON", requires = "tool")]
+    args: Option<String>,
+    /// A JSON Lines file of calls, one {"tool":…,"args":…} a line.
+    #[arg(long, value_name = "FILE.jsonl")]
+    calls: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
+    /// The working directory relative paths in arguments resolve against (default: current).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ExplainArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The tool to decide.
+    #[arg(long, value_name = "NAME")]
+    tool: String,
+    /// The call's arguments: a JSON object.
+    #[arg(long, value_name = "JSON")]
+    args: String,
+    /// The working directory relative paths in arguments resolve against (default: current).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Compile policy files and print id, version, digest and rule counts per source.
+    Compile {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Print the JSON Schema of the policy file.
+    Schema,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = match cli.command {
+        Command::Check(a) => check::run_check(&a, &mut out),
+        Command::Explain(a) => check::run_explain(&a, &mut out),
+        Command::Policy(PolicyCommand::Compile { policy, format }) => {
+            policy_cmd::compile(&policy, format, &mut out)
+        }
+        Command::Policy(PolicyCommand::Schema) => policy_cmd::schema(&mut out),
+    };
+    let flushed = out.flush();
+    match result.and_then(|code| flushed.map(|()| code).map_err(CliError::from)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -196,7 +196,10 @@ fn shortest_digits(f: f64) -> (String, i32) {
     let k = digits.len();
     if exact_exp == exp && exact.len() == k + 1 && exact.ends_with('5') {
         let lower = &exact[..k];
-        let even = lower.bytes().last().is_some_and(|b| (b - b'0').is_multiple_of(2));
+        let even = lower
+            .bytes()
+            .last()
+            .is_some_and(|b| (b - b'0').is_multiple_of(2));
         let round_trips = format!("{}.{}e{exp}", &lower[..1], &lower[1..])
             .parse::<f64>()
             .is_ok_and(|back| back == f);

@@ -1,10 +1,66 @@
 //! Policy compiler and decision engine: one rule grammar (`bash(git status:*)`), deny > ask >
-//! allow > default, ranked sources merged into an immutable, digested `PolicySnapshot`.
+//! allow > default, ranked sources merged into an immutable, digested [`PolicySnapshot`].
 //!
-//! The core decides pure values: reading policy files, resolving symlinks and reading clocks
-//! happen at its edge, never while deciding.
+//! Principal types: [`Rule`] (the grammar), [`PolicyFile`] / [`LoadedPolicy`] (the file, read
+//! strictly), [`PolicyBuilder`] (declarations → snapshot), [`PolicySnapshot`] (compiled,
+//! indexed, `(id, version, digest)`), [`Call`] → [`Verdict`], and [`Engine`] (a snapshot with a
+//! verdict journal).
 //!
-//! **Invariant:** a decision is a pure, deterministic function of the snapshot and the call.
+//! Key design decision: the engine is pure and synchronous. Reading files happens when a
+//! policy is loaded, symlinks are resolved at the edge ([`edge`]) before a decision, and
+//! nothing in [`PolicySnapshot::decide`] touches files, clocks or sockets, so a decision is a
+//! deterministic function of the snapshot and the call, and a decisions-only user (or the
+//! Claude Code hook) needs no async runtime.
+//!
+//! **Invariant:** a decision is a pure, deterministic function of the snapshot and the call; an
+//! error, an unparseable command or zero subjects is never an allow.
 //!
 //! **Must never:** invoke a tool, or touch files, clocks or sockets while deciding.
+//!
+//! ```
+//! use warden_policy::{Call, Decision, Format, LoadedPolicy, PathEnv, PolicySnapshot};
+//! let text = r#"
+//! default = "ask"
+//! allow = ["read", "bash(git status:*)"]
+//! deny = "bash(rm:*)"
+//! "#;
+//! let file = LoadedPolicy::from_text(text.into(), Format::Toml, "project.toml", "project", None)?;
+//! let env = PathEnv { project_root: "/repo".into(), home: None };
+//! let policy = PolicySnapshot::from_files(&[file], env)?;
+//! let verdict = policy.decide(&Call::new("bash", serde_json::json!({"command": "git status -s"})));
+//! assert_eq!(verdict.decision, Decision::Allow);
+//! assert_eq!(verdict.rule.as_deref(), Some("bash(git status:*)"));
+//! assert_eq!(verdict.source.as_deref(), Some("project"));
+//! # Ok::<(), warden_policy::PolicyError>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod compile;
+mod decl;
+pub mod edge;
+mod engine;
+mod error;
+mod explain;
+mod file;
+pub mod matcher;
+mod rule;
+pub mod shell;
+mod wildcard;
+
+pub use compile::{PolicyBuilder, PolicySnapshot, SNAPSHOT_FORMAT, SourceInfo};
+pub use decl::{
+    Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
+};
+pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver};
+pub use error::{Location, PolicyError, RuleErrorKind};
+pub use explain::{Explanation, RuleMatch, SubjectTrace};
+pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
+pub use matcher::{MatcherKind, PathEnv};
+pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
+pub use wildcard::Wildcard;
+
+/// The JSON Schema of the policy file (`docs/schemas/PolicyFile.schema.json`).
+pub fn policy_file_schema() -> schemars::Schema {
+    schemars::SchemaGenerator::default().into_root_schema_for::<PolicyFile>()
+}

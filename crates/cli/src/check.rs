@@ -1,0 +1,253 @@
+//! `warden check` (design.md §4.7, a contract) and `warden explain`.
+//!
+//! Input is validated whole before anything is decided: an invalid `--args`, or any invalid
+//! line of a `--calls` file, is exit 2 with nothing printed on stdout.
+
+use std::io::{BufRead as _, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+use serde_json::Value;
+use warden_policy::{Call, PolicySnapshot, Verdict, edge};
+
+use crate::error::CliError;
+use crate::{CheckArgs, ExplainArgs, OutputFormat, load};
+
+/// One line of `warden check --format json`.
+#[derive(Serialize)]
+struct CheckLine<'a> {
+    decision: &'a str,
+    rule: Option<&'a str>,
+    source: Option<&'a str>,
+    reason: &'a str,
+    subjects: Vec<SubjectLine<'a>>,
+    policy_digest: &'a str,
+}
+
+#[derive(Serialize)]
+struct SubjectLine<'a> {
+    text: &'a str,
+    tool: &'a str,
+    decision: &'a str,
+    rule: Option<&'a str>,
+}
+
+fn parse_args_object(text: &str, what: &str) -> Result<Value, CliError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(CliError::Input(format!("{what}: must be a JSON object")));
+    }
+    Ok(value)
+}
+
+fn cwd(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
+    match arg {
+        Some(dir) => load::absolute(dir),
+        None => {
+            std::env::current_dir().map_err(|e| CliError::Input(format!("current directory: {e}")))
+        }
+    }
+}
+
+/// Reads a JSON Lines file of calls; any bad line fails the whole file.
+fn read_calls(path: &PathBuf, cwd: &std::path::Path) -> Result<Vec<Call>, CliError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+    let mut calls = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let where_ = format!("{}:{}", path.display(), i + 1);
+        let line = line.map_err(|e| CliError::Input(format!("{where_}: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(&line)
+            .map_err(|e| CliError::Input(format!("{where_}: invalid JSON: {e}")))?;
+        let Value::Object(mut obj) = value else {
+            return Err(CliError::Input(format!(
+                "{where_}: a call is a JSON object {{\"tool\":…,\"args\":…}}"
+            )));
+        };
+        let tool = match obj.remove("tool") {
+            Some(Value::String(t)) if !t.is_empty() => t,
+            _ => {
+                return Err(CliError::Input(format!(
+                    "{where_}: `tool` must be a non-empty string"
+                )));
+            }
+        };
+        let args = match obj.remove("args") {
+            Some(a @ Value::Object(_)) => a,
+            Some(_) => {
+                return Err(CliError::Input(format!(
+                    "{where_}: `args` must be a JSON object"
+                )));
+            }
+            None => return Err(CliError::Input(format!("{where_}: `args` is missing"))),
+        };
+        if let Some(key) = obj.keys().next() {
+            return Err(CliError::Input(format!("{where_}: unknown key `{key}`")));
+        }
+        calls.push(Call::new(tool, args).with_cwd(cwd));
+    }
+    Ok(calls)
+}
+
+pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let cwd = cwd(a.cwd.as_ref())?;
+    // Validate the input before loading anything, so a bad input decides nothing.
+    let mut calls = match (&a.tool, &a.args, &a.calls) {
+        (Some(tool), Some(args), None) => {
+            vec![Call::new(tool.clone(), parse_args_object(args, "--args")?).with_cwd(&cwd)]
+        }
+        (None, None, Some(path)) => read_calls(path, &cwd)?,
+        _ => {
+            return Err(CliError::Input(
+                "give either --tool NAME --args JSON, or --calls FILE.jsonl".into(),
+            ));
+        }
+    };
+    let snapshot = load::snapshot(&a.policy.policies)?;
+    for call in &mut calls {
+        edge::resolve_call_paths(&snapshot, call);
+    }
+    for call in &calls {
+        let verdict = snapshot.decide(call);
+        match a.format {
+            OutputFormat::Json => write_json(out, &verdict)?,
+            OutputFormat::Text => write_text(out, call, &verdict)?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(out: &mut impl Write, v: &Verdict) -> Result<(), CliError> {
+    let line = CheckLine {
+        decision: v.decision.as_str(),
+        rule: v.rule.as_deref(),
+        source: v.source.as_deref(),
+        reason: &v.reason,
+        subjects: v
+            .subjects
+            .iter()
+            .map(|s| SubjectLine {
+                text: &s.text,
+                tool: &s.tool,
+                decision: s.decision.as_str(),
+                rule: s.rule.as_deref(),
+            })
+            .collect(),
+        policy_digest: v.policy_digest.as_str(),
+    };
+    serde_json::to_writer(&mut *out, &line).map_err(|e| CliError::Io(e.into()))?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+fn write_text(out: &mut impl Write, call: &Call, v: &Verdict) -> Result<(), CliError> {
+    let cited = match (&v.rule, &v.source) {
+        (Some(r), Some(s)) => format!(" {r} [{s}]"),
+        (Some(r), None) => format!(" {r}"),
+        _ => String::new(),
+    };
+    writeln!(out, "{}: {}{cited}: {}", call.tool, v.decision, v.reason)?;
+    Ok(())
+}
+
+pub(crate) fn run_explain(a: &ExplainArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let cwd = cwd(a.cwd.as_ref())?;
+    let args = parse_args_object(&a.args, "--args")?;
+    let snapshot = load::snapshot(&a.policy.policies)?;
+    let mut call = Call::new(a.tool.clone(), args).with_cwd(&cwd);
+    edge::resolve_call_paths(&snapshot, &mut call);
+    explain(out, &snapshot, &call)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(out: &mut impl Write, snapshot: &PolicySnapshot, call: &Call) -> Result<(), CliError> {
+    let e = snapshot.explain(call);
+    let v = &e.verdict;
+    writeln!(
+        out,
+        "policy {} version {} ({})",
+        snapshot.id(),
+        snapshot.version(),
+        snapshot.digest()
+    )?;
+    writeln!(out, "call   {} {}", call.tool, call.args)?;
+    writeln!(out)?;
+    writeln!(out, "decision: {}", v.decision)?;
+    writeln!(out, "reason:   {}", v.reason)?;
+    if let Some(rule) = &v.rule {
+        writeln!(
+            out,
+            "rule:     {rule} (source {})",
+            v.source.as_deref().unwrap_or("-")
+        )?;
+    }
+    writeln!(out)?;
+    if e.subjects.is_empty() {
+        writeln!(
+            out,
+            "subjects: none (the call could not be split into subjects)"
+        )?;
+    }
+    for (i, (trace, sv)) in e.subjects.iter().zip(&v.subjects).enumerate() {
+        writeln!(
+            out,
+            "subject {}: {} [{}] → {}",
+            i + 1,
+            trace.text,
+            trace.tool,
+            sv.decision
+        )?;
+        writeln!(out, "  {}", sv.reason)?;
+        if trace.matches.is_empty() {
+            writeln!(out, "  no rule matches it")?;
+        }
+        for m in &trace.matches {
+            let expanded = m
+                .written
+                .as_deref()
+                .map(|w| format!(" (written {w})"))
+                .unwrap_or_default();
+            match &m.carved_out_by {
+                Some((c, s)) => writeln!(
+                    out,
+                    "  {:<5} {}{expanded} [{}]: carved out by {c} [{s}]",
+                    m.list.as_str(),
+                    m.rule,
+                    m.source
+                )?,
+                None => writeln!(
+                    out,
+                    "  {:<5} {}{expanded} [{}]: matches",
+                    m.list.as_str(),
+                    m.rule,
+                    m.source
+                )?,
+            }
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "sources (evaluation order):")?;
+    for s in snapshot.sources() {
+        writeln!(
+            out,
+            "  {} rank {} {}{}",
+            s.name,
+            s.rank,
+            if s.trusted { "trusted" } else { "untrusted" },
+            if s.own { ", the file's own lists" } else { "" }
+        )?;
+        for w in &s.withheld {
+            writeln!(
+                out,
+                "    withheld allow {w}: the source is not trusted, so its allow rules never apply"
+            )?;
+        }
+    }
+    writeln!(out, "default: {}", snapshot.default_decision())?;
+    Ok(())
+}

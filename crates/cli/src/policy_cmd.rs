@@ -1,0 +1,76 @@
+//! `warden policy compile` and `warden policy schema`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::error::CliError;
+use crate::{OutputFormat, PolicyArgs, load};
+
+pub(crate) fn compile(
+    a: &PolicyArgs,
+    format: OutputFormat,
+    out: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    let s = load::snapshot(&a.policies)?;
+    match format {
+        OutputFormat::Json => {
+            let sources: Vec<_> = s
+                .sources()
+                .iter()
+                .map(|src| {
+                    json!({
+                        "name": src.name,
+                        "rank": src.rank,
+                        "trusted": src.trusted,
+                        "path": src.path,
+                        "hash": src.hash,
+                        "rules": {"deny": src.rule_counts[0], "ask": src.rule_counts[1], "allow": src.rule_counts[2]},
+                        "withheld": src.withheld,
+                    })
+                })
+                .collect();
+            let [deny, ask, allow] = s.rule_counts();
+            let value = json!({
+                "id": s.id(),
+                "version": s.version(),
+                "digest": s.digest().as_str(),
+                "default": s.default_decision().as_str(),
+                "rules": {"deny": deny, "ask": ask, "allow": allow},
+                "sources": sources,
+            });
+            writeln!(out, "{value}")?;
+        }
+        OutputFormat::Text => {
+            writeln!(out, "policy  {} version {}", s.id(), s.version())?;
+            writeln!(out, "digest  {}", s.digest())?;
+            writeln!(out, "default {}", s.default_decision())?;
+            for src in s.sources() {
+                writeln!(
+                    out,
+                    "source  {} (rank {}, {}): deny {}, ask {}, allow {}{}",
+                    src.name,
+                    src.rank,
+                    if src.trusted { "trusted" } else { "untrusted" },
+                    src.rule_counts[0],
+                    src.rule_counts[1],
+                    src.rule_counts[2],
+                    if src.withheld.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} allow rule(s) withheld", src.withheld.len())
+                    }
+                )?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn schema(out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let schema = warden_policy::policy_file_schema();
+    let text = serde_json::to_string_pretty(&schema).map_err(|e| CliError::Io(e.into()))?;
+    writeln!(out, "{text}")?;
+    Ok(ExitCode::SUCCESS)
+}

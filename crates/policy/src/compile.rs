@@ -1,0 +1,777 @@
+//! The compiler: declarations (files or library rule sets) → an immutable [`PolicySnapshot`].
+//!
+//! Compilation validates everything a decision could trip on later (grammar, matchers, globs,
+//! aliases, sources, the default), expands aliases, withholds untrusted allow rules, orders
+//! rules (merged sources highest rank first, then the files' own lists) and indexes them by
+//! tool and by each pattern's literal prefix, so a decision never scans every rule.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+use warden_contracts::{Digest, PolicySnapshotRef};
+
+use crate::decl::{
+    Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
+};
+use crate::error::{Location, PolicyError, RuleErrorKind};
+use crate::file::{LoadedPolicy, RuleList};
+use crate::matcher::{PathEnv, Pattern};
+use crate::rule::Rule;
+use crate::wildcard::Wildcard;
+
+/// The format tag of a snapshot's canonical form; part of the digest.
+pub const SNAPSHOT_FORMAT: &str = "warden.policy-snapshot/1";
+
+/// A rule as declared, with where it was declared.
+#[derive(Debug, Clone)]
+struct RuleDecl {
+    text: String,
+    at: Location,
+}
+
+/// One source's declared rules.
+#[derive(Debug, Clone)]
+struct SetDecl {
+    source: Source,
+    /// The file's own lists (ordered after every merged source).
+    own: bool,
+    lists: [Vec<RuleDecl>; 3],
+    notes: BTreeMap<String, (String, Location)>,
+    at: Location,
+}
+
+fn list_slot(kind: ListKind) -> usize {
+    match kind {
+        ListKind::Deny => 0,
+        ListKind::Ask => 1,
+        ListKind::Allow => 2,
+    }
+}
+
+/// Builds a [`PolicySnapshot`] from policy files and/or rule sets.
+///
+/// ```
+/// use warden_policy::{Decision, PolicyBuilder, Rule, RuleSet, Source, Call};
+/// let snapshot = PolicyBuilder::new()
+///     .default(Decision::Ask)
+///     .own(Source::trusted("project"), RuleSet {
+///         allow: Rule::parse_list("read bash(git status:*)").unwrap(),
+///         deny: Rule::parse_list("bash(rm:*)").unwrap(),
+///         ..RuleSet::default()
+///     })
+///     .build()
+///     .unwrap();
+/// let v = snapshot.decide(&Call::new("bash", serde_json::json!({"command": "rm -rf /"})));
+/// assert_eq!(v.decision, Decision::Deny);
+/// assert_eq!(v.rule.as_deref(), Some("bash(rm:*)"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct PolicyBuilder {
+    id: Option<String>,
+    version: Option<String>,
+    default: Option<Decision>,
+    sets: Vec<SetDecl>,
+    profiles: BTreeMap<String, ToolProfile>,
+    profile_origin: BTreeMap<String, Location>,
+    aliases: BTreeMap<String, Vec<String>>,
+    env: PathEnv,
+    first_label: Option<String>,
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PolicyBuilder {
+    /// A builder with the built-in tool profiles and aliases, and paths anchored at `/`.
+    pub fn new() -> Self {
+        Self {
+            id: None,
+            version: None,
+            default: None,
+            sets: Vec::new(),
+            profiles: builtin_profiles(),
+            profile_origin: BTreeMap::new(),
+            aliases: builtin_aliases(),
+            env: PathEnv {
+                project_root: "/".into(),
+                home: None,
+            },
+            first_label: None,
+        }
+    }
+
+    /// The policy's id (default: the first source's name).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The policy's version (default `"0"`).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Sets the default; with several calls (or files) the strictest wins.
+    pub fn default(mut self, default: Decision) -> Self {
+        self.default = Some(self.default.map_or(default, |d| d.max(default)));
+        self
+    }
+
+    /// Where relative path patterns are anchored and what `~/` means.
+    pub fn path_env(mut self, env: PathEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Replaces every tool profile (the built-ins included). An empty map means no tool has a
+    /// matcher, so only bare rules build.
+    pub fn tool_profiles(mut self, profiles: BTreeMap<String, ToolProfile>) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// Sets one tool's profile.
+    pub fn tool_profile(mut self, tool: impl Into<String>, profile: ToolProfile) -> Self {
+        self.profiles.insert(tool.into(), profile);
+        self
+    }
+
+    /// Replaces the alias table (the built-in `edit` → `edit`, `write` included).
+    pub fn aliases(mut self, aliases: BTreeMap<String, Vec<String>>) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// Adds a merged source (evaluated before every file's own lists, highest rank first).
+    pub fn source(mut self, source: Source, rules: RuleSet) -> Self {
+        let at = Location::file("<library>");
+        self.sets.push(set_from_rules(source, rules, false, at));
+        self
+    }
+
+    /// Adds a policy's own lists (evaluated after every merged source).
+    pub fn own(mut self, source: Source, rules: RuleSet) -> Self {
+        let at = Location::file("<library>");
+        self.sets.push(set_from_rules(source, rules, true, at));
+        self
+    }
+
+    /// Adds a loaded policy file: its `[[sources]]`, its own lists (trusted, named by
+    /// `[source]` or the file stem), its default, `[tools]`, `id` and `version`.
+    pub fn file(mut self, policy: &LoadedPolicy) -> Result<Self, PolicyError> {
+        let f = &policy.file;
+        if let Some(key) = f.reserved_keys_present().first() {
+            return Err(PolicyError::Unsupported {
+                at: Location {
+                    file: policy.label.clone(),
+                    line: policy.line_of(key),
+                    pointer: Some(format!("/{key}")),
+                },
+                key: (*key).to_owned(),
+            });
+        }
+        if self.first_label.is_none() {
+            self.first_label = Some(policy.label.clone());
+            if self.id.is_none() {
+                self.id = f.id.clone();
+            }
+            if self.version.is_none() {
+                self.version = f.version.clone();
+            }
+        }
+        if let Some(d) = f.default {
+            self = self.default(d);
+        }
+        for (tool, profile) in &f.tools {
+            let at = Location {
+                file: policy.label.clone(),
+                line: policy.line_of(&format!("tools.{tool}")),
+                pointer: Some(format!("/tools/{tool}")),
+            };
+            if profile.field.trim().is_empty() {
+                return Err(PolicyError::Tool {
+                    at,
+                    tool: tool.clone(),
+                    message: "`field` must name an argument".into(),
+                });
+            }
+            if let Some(previous) = self.profile_origin.get(tool)
+                && self.profiles.get(tool) != Some(profile)
+            {
+                return Err(PolicyError::Tool {
+                    at,
+                    tool: tool.clone(),
+                    message: format!("conflicts with the profile set in {previous}"),
+                });
+            }
+            self.profiles.insert(tool.clone(), profile.clone());
+            self.profile_origin.insert(tool.clone(), at);
+        }
+        for (i, s) in f.sources.iter().enumerate() {
+            let pointer = format!("/sources/{i}");
+            let source = Source {
+                name: s.name.clone(),
+                rank: s.rank,
+                trusted: s.trusted,
+                path: s.path.clone(),
+                hash: s.hash.clone(),
+            };
+            let set = set_from_decl(
+                policy,
+                source,
+                false,
+                &pointer,
+                [&s.deny, &s.ask, &s.allow],
+                &s.notes,
+            );
+            self.sets.push(set);
+        }
+        let own = Source {
+            name: f
+                .source
+                .as_ref()
+                .and_then(|s| s.name.clone())
+                .unwrap_or_else(|| policy.stem.clone()),
+            rank: f.source.as_ref().and_then(|s| s.rank).unwrap_or(0),
+            trusted: true,
+            path: policy.path.as_ref().map(|p| p.display().to_string()),
+            hash: Some(policy.hash.clone()),
+        };
+        let set = set_from_decl(policy, own, true, "", [&f.deny, &f.ask, &f.allow], &f.notes);
+        self.sets.push(set);
+        Ok(self)
+    }
+
+    /// Compiles the declarations into a snapshot.
+    pub fn build(self) -> Result<PolicySnapshot, PolicyError> {
+        Compiler::new(self).compile()
+    }
+}
+
+fn set_from_rules(source: Source, rules: RuleSet, own: bool, at: Location) -> SetDecl {
+    let mut lists: [Vec<RuleDecl>; 3] = Default::default();
+    for kind in ListKind::ORDER {
+        lists[list_slot(kind)] = rules
+            .list(kind)
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RuleDecl {
+                text: r.to_string(),
+                at: Location {
+                    pointer: Some(format!("/sources/{}/{}/{i}", source.name, kind.as_str())),
+                    ..at.clone()
+                },
+            })
+            .collect();
+    }
+    let notes = rules
+        .notes
+        .into_iter()
+        .map(|(k, v)| (k, (v, at.clone())))
+        .collect();
+    SetDecl {
+        source,
+        own,
+        lists,
+        notes,
+        at,
+    }
+}
+
+fn set_from_decl(
+    policy: &LoadedPolicy,
+    source: Source,
+    own: bool,
+    pointer: &str,
+    lists_in: [&RuleList; 3],
+    notes_in: &BTreeMap<String, String>,
+) -> SetDecl {
+    let mut lists: [Vec<RuleDecl>; 3] = Default::default();
+    for (slot, kind) in ListKind::ORDER.into_iter().enumerate() {
+        let base = format!("{pointer}/{}", kind.as_str());
+        lists[slot] = match lists_in[slot] {
+            RuleList::One(text) => vec![RuleDecl {
+                text: text.clone(),
+                at: Location {
+                    file: policy.label.clone(),
+                    line: policy.line_of(text),
+                    pointer: Some(base),
+                },
+            }],
+            RuleList::Many(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, text)| RuleDecl {
+                    text: text.clone(),
+                    at: Location {
+                        file: policy.label.clone(),
+                        line: policy.line_of(text),
+                        pointer: Some(format!("{base}/{i}")),
+                    },
+                })
+                .collect(),
+        };
+    }
+    let notes = notes_in
+        .iter()
+        .map(|(k, v)| {
+            let at = Location {
+                file: policy.label.clone(),
+                line: policy.line_of(k),
+                pointer: Some(format!("{pointer}/notes/{k}")),
+            };
+            (k.clone(), (v.clone(), at))
+        })
+        .collect();
+    SetDecl {
+        source,
+        own,
+        lists,
+        notes,
+        at: Location {
+            file: policy.label.clone(),
+            line: None,
+            pointer: Some(if pointer.is_empty() {
+                "/".into()
+            } else {
+                pointer.into()
+            }),
+        },
+    }
+}
+
+/// Information about one source, as a snapshot reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceInfo {
+    /// Its name.
+    pub name: String,
+    /// Its rank.
+    pub rank: i64,
+    /// Whether it is trusted.
+    pub trusted: bool,
+    /// Whether these are a policy file's own lists.
+    pub own: bool,
+    /// Where it was read from.
+    pub path: Option<String>,
+    /// Its content hash.
+    pub hash: Option<String>,
+    /// Its allow rules that were withheld because it is untrusted.
+    pub withheld: Vec<String>,
+    /// How many rules it contributes, per list (deny, ask, allow), after alias expansion.
+    pub rule_counts: [usize; 3],
+}
+
+/// A compiled rule.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledRule {
+    pub(crate) list: ListKind,
+    /// The expanded rule (cited by verdicts).
+    pub(crate) rule: Rule,
+    /// The rule as written, before alias expansion.
+    pub(crate) written: String,
+    pub(crate) source: usize,
+    pub(crate) pattern: Option<Pattern>,
+    pub(crate) carve_out: bool,
+    pub(crate) tool_glob: Option<Wildcard>,
+    /// The source's note, only when the source is trusted.
+    pub(crate) note: Option<String>,
+}
+
+/// The rules of one list for one tool.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ToolIndex {
+    pub(crate) bare: Vec<u32>,
+    pub(crate) keyed: HashMap<String, Vec<u32>>,
+    pub(crate) carve_outs: Vec<u32>,
+    pub(crate) has_specifier_rules: bool,
+}
+
+/// One list's index.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListIndex {
+    pub(crate) by_tool: HashMap<String, ToolIndex>,
+    pub(crate) tool_globs: Vec<u32>,
+}
+
+/// An immutable, compiled policy: `(policy_id, version, digest)`, its sources, its rules indexed
+/// for decisions. Decide with [`PolicySnapshot::decide`]; it is pure and deterministic.
+#[derive(Debug, Clone)]
+pub struct PolicySnapshot {
+    pub(crate) id: String,
+    pub(crate) version: String,
+    pub(crate) digest: Digest,
+    pub(crate) canonical: String,
+    pub(crate) default: Decision,
+    pub(crate) sources: Vec<SourceInfo>,
+    pub(crate) rules: Vec<CompiledRule>,
+    pub(crate) lists: [ListIndex; 3],
+    pub(crate) profiles: BTreeMap<String, ToolProfile>,
+    pub(crate) env: PathEnv,
+}
+
+impl PolicySnapshot {
+    /// Starts a builder.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::new()
+    }
+
+    /// Reads, merges and compiles policy files (each file's `[source]` names and ranks it).
+    pub fn from_files(files: &[LoadedPolicy], env: PathEnv) -> Result<Self, PolicyError> {
+        let mut builder = PolicyBuilder::new().path_env(env);
+        for f in files {
+            builder = builder.file(f)?;
+        }
+        builder.build()
+    }
+
+    /// The policy's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// The policy's version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+    /// The digest of the canonical form: covers semantics, not formatting or metadata.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+    /// The canonical JSON (RFC 8785) the digest is computed over. Evidence stores these bytes.
+    pub fn canonical_json(&self) -> &str {
+        &self.canonical
+    }
+    /// A reference for contracts (`policy_id`, `version`, `digest`).
+    pub fn reference(&self) -> PolicySnapshotRef {
+        PolicySnapshotRef {
+            policy_id: self.id.clone(),
+            version: self.version.clone(),
+            digest: self.digest.clone(),
+        }
+    }
+    /// The default decision.
+    pub fn default_decision(&self) -> Decision {
+        self.default
+    }
+    /// The sources, in evaluation order.
+    pub fn sources(&self) -> &[SourceInfo] {
+        &self.sources
+    }
+    /// The effective tool profiles.
+    pub fn profiles(&self) -> &BTreeMap<String, ToolProfile> {
+        &self.profiles
+    }
+    /// Where relative paths are anchored.
+    pub fn path_env(&self) -> &PathEnv {
+        &self.env
+    }
+    /// How many compiled (expanded, non-withheld) rules each list holds: deny, ask, allow.
+    pub fn rule_counts(&self) -> [usize; 3] {
+        let mut counts = [0; 3];
+        for r in &self.rules {
+            counts[list_slot(r.list)] += 1;
+        }
+        counts
+    }
+}
+
+struct Compiler {
+    b: PolicyBuilder,
+}
+
+impl Compiler {
+    fn new(b: PolicyBuilder) -> Self {
+        Self { b }
+    }
+
+    fn compile(self) -> Result<PolicySnapshot, PolicyError> {
+        let b = self.b;
+        let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
+        let default = b.default.ok_or(PolicyError::MissingDefault {
+            at: default_at.clone(),
+        })?;
+        // Sources: names non-empty and unique.
+        let mut seen: HashMap<&str, &Location> = HashMap::new();
+        for set in &b.sets {
+            if set.source.name.trim().is_empty() {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: "a source's name must not be empty".into(),
+                });
+            }
+            if let Some(first) = seen.insert(&set.source.name, &set.at) {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: format!(
+                        "source name `{}` is already used ({first})",
+                        set.source.name
+                    ),
+                });
+            }
+        }
+        for (alias, targets) in &b.aliases {
+            if targets.is_empty() {
+                return Err(PolicyError::Rule {
+                    at: Location::file("<aliases>"),
+                    rule: alias.clone(),
+                    kind: RuleErrorKind::InvalidRule,
+                    message: format!("alias `{alias}` names no tool"),
+                });
+            }
+        }
+        // Evaluation order: merged sources by rank (highest first), then own lists by rank.
+        let mut order: Vec<usize> = (0..b.sets.len()).collect();
+        order.sort_by_key(|&i| (b.sets[i].own, std::cmp::Reverse(b.sets[i].source.rank)));
+
+        let mut sources = Vec::with_capacity(order.len());
+        let mut rules: Vec<CompiledRule> = Vec::new();
+        let mut per_list: [Vec<CompiledRule>; 3] = Default::default();
+        for (pos, &i) in order.iter().enumerate() {
+            let set = &b.sets[i];
+            let mut info = SourceInfo {
+                name: set.source.name.clone(),
+                rank: set.source.rank,
+                trusted: set.source.trusted,
+                own: set.own,
+                path: set.source.path.clone(),
+                hash: set.source.hash.clone(),
+                withheld: Vec::new(),
+                rule_counts: [0; 3],
+            };
+            let mut declared: Vec<String> = Vec::new();
+            for kind in ListKind::ORDER {
+                for decl in &set.lists[list_slot(kind)] {
+                    let parsed = Rule::parse_list(&decl.text).map_err(|e| PolicyError::Rule {
+                        at: decl.at.clone(),
+                        rule: e.token.clone(),
+                        kind: RuleErrorKind::Grammar(e.kind),
+                        message: e.to_string(),
+                    })?;
+                    for rule in parsed {
+                        declared.push(rule.to_string());
+                        let compiled = compile_rule(&b, kind, &rule, pos, &decl.at)?;
+                        if kind == ListKind::Allow && !set.source.trusted {
+                            info.withheld.push(rule.to_string());
+                            continue;
+                        }
+                        let note = if set.source.trusted {
+                            set.notes.get(&rule.to_string()).map(|(n, _)| n.clone())
+                        } else {
+                            None
+                        };
+                        for mut c in compiled {
+                            c.note.clone_from(&note);
+                            info.rule_counts[list_slot(kind)] += 1;
+                            per_list[list_slot(kind)].push(c);
+                        }
+                    }
+                }
+            }
+            for (key, (_, at)) in &set.notes {
+                if !declared.iter().any(|d| d == key) {
+                    return Err(PolicyError::Rule {
+                        at: at.clone(),
+                        rule: key.clone(),
+                        kind: RuleErrorKind::InvalidRule,
+                        message: format!(
+                            "a note for a rule that source `{}` does not declare",
+                            set.source.name
+                        ),
+                    });
+                }
+            }
+            sources.push(info);
+        }
+        for list in per_list {
+            rules.extend(list);
+        }
+        let lists = index(&rules);
+
+        let id =
+            b.id.clone()
+                .or_else(|| {
+                    b.sets
+                        .iter()
+                        .find(|s| s.own)
+                        .or(b.sets.first())
+                        .map(|s| s.source.name.clone())
+                })
+                .unwrap_or_else(|| "policy".into());
+        let version = b.version.clone().unwrap_or_else(|| "0".into());
+        let canonical_value = canonical_form(&b, &order, &id, &version, default);
+        let canonical = warden_contracts::canonical::to_canonical_string(&canonical_value)
+            .map_err(|e| PolicyError::Write {
+                message: e.to_string(),
+            })?;
+        let digest = Digest::of_bytes(canonical.as_bytes());
+        Ok(PolicySnapshot {
+            id,
+            version,
+            digest,
+            canonical,
+            default,
+            sources,
+            rules,
+            lists,
+            profiles: b.profiles.clone(),
+            env: b.env.clone(),
+        })
+    }
+}
+
+/// Did-you-mean for a tool name that differs from a known one only in case.
+fn case_hint<'a>(name: &str, known: impl Iterator<Item = &'a String>) -> Option<String> {
+    known
+        .filter(|k| k.as_str() != name && k.eq_ignore_ascii_case(name))
+        .map(|k| format!(" (did you mean `{k}`?)"))
+        .next()
+}
+
+fn compile_rule(
+    b: &PolicyBuilder,
+    kind: ListKind,
+    rule: &Rule,
+    source: usize,
+    at: &Location,
+) -> Result<Vec<CompiledRule>, PolicyError> {
+    let err = |kind: RuleErrorKind, message: String| PolicyError::Rule {
+        at: at.clone(),
+        rule: rule.to_string(),
+        kind,
+        message,
+    };
+    if rule.is_tool_glob() {
+        if kind == ListKind::Allow {
+            return Err(err(
+                RuleErrorKind::ToolGlob,
+                "a tool-name glob is not allowed in the allow list (it would allow tools nobody has seen)".into(),
+            ));
+        }
+        if rule.spec().is_some() {
+            return Err(err(
+                RuleErrorKind::ToolGlob,
+                "a tool-name glob takes no specifier".into(),
+            ));
+        }
+        return Ok(vec![CompiledRule {
+            list: kind,
+            rule: rule.clone(),
+            written: rule.to_string(),
+            source,
+            pattern: None,
+            carve_out: false,
+            tool_glob: Some(Wildcard::new(rule.tool())),
+            note: None,
+        }]);
+    }
+    let targets: Vec<String> = match b.aliases.get(rule.tool()) {
+        Some(t) => t.clone(),
+        None => vec![rule.tool().to_owned()],
+    };
+    let mut out = Vec::with_capacity(targets.len());
+    for tool in targets {
+        let expanded = rule.with_tool(&tool);
+        let pattern = match rule.pattern() {
+            None => None,
+            Some(spec) => {
+                let Some(profile) = b.profiles.get(&tool) else {
+                    let hint = case_hint(&tool, b.profiles.keys()).unwrap_or_default();
+                    return Err(err(
+                        RuleErrorKind::NoMatcher,
+                        format!(
+                            "tool `{tool}` has no matcher, so a specifier could never match{hint}"
+                        ),
+                    ));
+                };
+                let p = Pattern::compile(profile.matcher, spec, &b.env)
+                    .map_err(|e| err(RuleErrorKind::InvalidPattern, e.to_string()))?;
+                Some(p)
+            }
+        };
+        out.push(CompiledRule {
+            list: kind,
+            rule: expanded,
+            written: rule.to_string(),
+            source,
+            pattern,
+            carve_out: rule.is_carve_out(),
+            tool_glob: None,
+            note: None,
+        });
+    }
+    Ok(out)
+}
+
+fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
+    let mut lists: [ListIndex; 3] = Default::default();
+    for (id, r) in rules.iter().enumerate() {
+        let id = id as u32;
+        let list = &mut lists[list_slot(r.list)];
+        if r.tool_glob.is_some() {
+            list.tool_globs.push(id);
+            continue;
+        }
+        let t = list.by_tool.entry(r.rule.tool().to_owned()).or_default();
+        match (&r.pattern, r.carve_out) {
+            (Some(_), true) => t.carve_outs.push(id),
+            (Some(p), false) => {
+                t.has_specifier_rules = true;
+                t.keyed
+                    .entry(p.index_key().to_owned())
+                    .or_default()
+                    .push(id);
+            }
+            (None, _) => t.bare.push(id),
+        }
+    }
+    lists
+}
+
+fn canonical_form(
+    b: &PolicyBuilder,
+    order: &[usize],
+    id: &str,
+    version: &str,
+    default: Decision,
+) -> Value {
+    let mut sources = Vec::new();
+    let mut rules = Vec::new();
+    for &i in order {
+        let set = &b.sets[i];
+        sources.push(json!({
+            "name": set.source.name,
+            "rank": set.source.rank,
+            "trusted": set.source.trusted,
+            "own": set.own,
+        }));
+        for kind in ListKind::ORDER {
+            for decl in &set.lists[list_slot(kind)] {
+                // Whitespace between rules is formatting: normalize each declaration to its
+                // rules (it parsed when the snapshot was compiled).
+                for rule in Rule::parse_list(&decl.text).unwrap_or_default() {
+                    let text = rule.to_string();
+                    let note = set.notes.get(&text).map(|(n, _)| n.clone());
+                    rules.push(json!({
+                        "list": kind.as_str(),
+                        "rule": text,
+                        "source": set.source.name,
+                        "note": note,
+                    }));
+                }
+            }
+        }
+    }
+    json!({
+        "format": SNAPSHOT_FORMAT,
+        "id": id,
+        "version": version,
+        "default": default.as_str(),
+        "sources": sources,
+        "rules": rules,
+        "tools": b.profiles.iter().map(|(k, v)| (k.clone(), json!({"match": v.matcher.name(), "field": v.field}))).collect::<serde_json::Map<_, _>>(),
+        "aliases": b.aliases,
+    })
+}

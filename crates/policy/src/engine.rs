@@ -1,0 +1,660 @@
+//! The decision engine: a call → subjects → one decision per subject (deny, ask, allow, default)
+//! → the fold (deny > ask > allow), citing the rule, its source and the deciding subject.
+//!
+//! Everything here is pure: a verdict is a function of the snapshot and the call. Paths in the
+//! call are resolved against the call's working directory lexically; symlink resolution is the
+//! edge's job ([`crate::edge`]) and arrives in [`Call::resolved_paths`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use warden_contracts::Digest;
+
+use crate::compile::{CompiledRule, PolicySnapshot, ToolIndex};
+use crate::decl::{Decision, ListKind};
+use crate::matcher::{MatcherKind, Value, View};
+use crate::shell;
+
+/// One tool call to decide.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments (a JSON object; anything else has no fields).
+    pub args: Json,
+    /// The working directory relative paths in the arguments resolve against (default: the
+    /// project root).
+    pub cwd: Option<PathBuf>,
+    /// Symlink-resolved forms of lexical paths, filled in by the edge: lexical → resolved.
+    pub resolved_paths: BTreeMap<String, String>,
+}
+
+impl Call {
+    /// A call with no working directory and no resolved paths.
+    pub fn new(tool: impl Into<String>, args: Json) -> Self {
+        Self {
+            tool: tool.into(),
+            args,
+            cwd: None,
+            resolved_paths: BTreeMap::new(),
+        }
+    }
+
+    /// The same call with a working directory.
+    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+}
+
+/// One thing a call is decided on: by default the call itself; a shell command's simple
+/// commands; a redirect target (which names another tool).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subject {
+    /// The tool whose rules decide it.
+    pub tool: String,
+    /// What a prompt shows.
+    pub text: String,
+    /// The arguments its tool's matcher reads.
+    pub args: Json,
+    /// A constraint: deny and ask rules can match it, but it never needs (or gets) an allow.
+    pub constrain: bool,
+}
+
+/// The decision on one subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubjectVerdict {
+    /// The subject's text.
+    pub text: String,
+    /// Its tool.
+    pub tool: String,
+    /// Its decision.
+    pub decision: Decision,
+    /// The rule that decided it, or `None` for the default or a refusal without a rule.
+    pub rule: Option<String>,
+    /// The rule's source.
+    pub source: Option<String>,
+    /// Why, for a person.
+    pub reason: String,
+    /// A constraint that matched no deny or ask rule: it takes no part in the fold.
+    #[serde(skip)]
+    pub neutral: bool,
+}
+
+/// The decision on a call: the fold of its subjects, citing the first subject whose decision
+/// equals the call's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The call's decision.
+    pub decision: Decision,
+    /// The rule cited (`<tool>(<specifier as written>)`, or the bare tool name), or `None` when
+    /// the default decided or the call could not be evaluated.
+    pub rule: Option<String>,
+    /// The cited rule's source.
+    pub source: Option<String>,
+    /// Why, for a person (and the model).
+    pub reason: String,
+    /// The deciding subject's text, when the call has several subjects.
+    pub subject: Option<String>,
+    /// Every subject's decision.
+    pub subjects: Vec<SubjectVerdict>,
+    /// The digest of the snapshot that decided.
+    pub policy_digest: Digest,
+}
+
+/// How the subjects of a call were obtained.
+enum Split {
+    Subjects(Vec<Prepared>),
+    Refused(String),
+}
+
+/// A subject with its matcher values ready.
+pub(crate) struct Prepared {
+    pub(crate) subject: Subject,
+    restrict: Value,
+    permit: Value,
+    /// Why the program cannot be known statically.
+    unknown: Option<String>,
+}
+
+impl PolicySnapshot {
+    /// Decides one call. Pure and deterministic.
+    pub fn decide(&self, call: &Call) -> Verdict {
+        let split = self.split(call);
+        self.fold(call, split)
+    }
+
+    /// Decides one call on subjects a caller split itself (a product's own splitter). `Err` is
+    /// a splitter failure: the call is denied, whatever the default.
+    pub fn decide_subjects(&self, call: &Call, subjects: Result<Vec<Subject>, String>) -> Verdict {
+        let split = match subjects {
+            Err(why) => Split::Refused(why),
+            Ok(subjects) => Split::Subjects(
+                subjects
+                    .into_iter()
+                    .map(|s| self.prepare(call, s, None))
+                    .collect(),
+            ),
+        };
+        self.fold(call, split)
+    }
+
+    /// The call's prepared subjects (empty when it cannot be split).
+    pub(crate) fn prepared_subjects(&self, call: &Call) -> Vec<Prepared> {
+        match self.split(call) {
+            Split::Subjects(p) => p,
+            Split::Refused(_) => Vec::new(),
+        }
+    }
+
+    /// Every rule of `list` that matches the subject, in order, with the carve-out that
+    /// cancelled it, if any.
+    pub(crate) fn all_matches(
+        &self,
+        list: ListKind,
+        p: &Prepared,
+    ) -> Vec<crate::explain::RuleMatch> {
+        let index = &self.lists[slot(list)];
+        let (view, value) = match list {
+            ListKind::Allow => (View::Permit, &p.permit),
+            _ => (View::Restrict, &p.restrict),
+        };
+        let tool = p.subject.tool.as_str();
+        let tool_index = index.by_tool.get(tool);
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            if rule.list != list || rule.carve_out {
+                continue;
+            }
+            let applies = match &rule.tool_glob {
+                Some(g) => g.matches(tool),
+                None => rule.rule.tool() == tool,
+            };
+            if !applies
+                || !rule
+                    .pattern
+                    .as_ref()
+                    .is_none_or(|pat| pat.matches(value, view))
+            {
+                continue;
+            }
+            let carved = tool_index.and_then(|t| self.carving_rule(t, rule, list, p));
+            out.push(crate::explain::RuleMatch {
+                list,
+                rule: rule.rule.to_string(),
+                written: (rule.written != rule.rule.to_string()).then(|| rule.written.clone()),
+                source: self.sources[rule.source].name.clone(),
+                carved_out_by: carved
+                    .map(|c| (c.rule.to_string(), self.sources[c.source].name.clone())),
+            });
+        }
+        out
+    }
+
+    fn split(&self, call: &Call) -> Split {
+        if call.tool == "bash" {
+            let profile = self.profiles.get("bash");
+            let field = profile.map_or("command", |p| p.field.as_str());
+            if let Some(command) = call.args.get(field).and_then(Json::as_str) {
+                return match shell::split_command(command) {
+                    Err(e) => Split::Refused(e.0),
+                    Ok(commands) => Split::Subjects(
+                        commands
+                            .into_iter()
+                            .map(|c| self.prepare_shell(call, c))
+                            .collect(),
+                    ),
+                };
+            }
+        }
+        let text = self.subject_text(call);
+        let subject = Subject {
+            tool: call.tool.clone(),
+            text,
+            args: call.args.clone(),
+            constrain: false,
+        };
+        Split::Subjects(vec![self.prepare(call, subject, None)])
+    }
+
+    fn subject_text(&self, call: &Call) -> String {
+        self.profiles
+            .get(&call.tool)
+            .and_then(|p| call.args.get(&p.field))
+            .and_then(Json::as_str)
+            .map_or_else(|| call.tool.clone(), str::to_owned)
+    }
+
+    fn prepare_shell(&self, call: &Call, c: shell::ShellCommand) -> Prepared {
+        let kind = self.profiles.get("bash").map(|p| p.matcher);
+        let (restrict, permit) = match kind {
+            Some(MatcherKind::Shell) | None => {
+                let v = Value::Shell {
+                    written: c.written.clone(),
+                    normalized: c.normalized.clone(),
+                };
+                (v.clone(), v)
+            }
+            Some(_) => (
+                Value::Text(c.normalized.join(" ")),
+                Value::Text(c.written.join(" ")),
+            ),
+        };
+        let field = self
+            .profiles
+            .get("bash")
+            .map_or_else(|| "command".to_owned(), |p| p.field.clone());
+        let subject = Subject {
+            tool: call.tool.clone(),
+            text: c.text.clone(),
+            args: serde_json::json!({ field: c.text }),
+            constrain: false,
+        };
+        Prepared {
+            subject,
+            restrict,
+            permit,
+            unknown: c.unknown,
+        }
+    }
+
+    fn prepare(&self, call: &Call, subject: Subject, unknown: Option<String>) -> Prepared {
+        let value = match self.profiles.get(&subject.tool) {
+            None => Value::Missing,
+            Some(profile) => {
+                let field = subject.args.get(&profile.field);
+                let cwd = call
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| self.env.project_root.clone());
+                let lexical = Value::prepare(profile.matcher, field, &cwd, &self.env, None);
+                match &lexical {
+                    Value::Path { lexical: l, .. } => match call.resolved_paths.get(l) {
+                        Some(r) if r != l => {
+                            Value::prepare(profile.matcher, field, &cwd, &self.env, Some(r))
+                        }
+                        _ => lexical,
+                    },
+                    _ => lexical,
+                }
+            }
+        };
+        Prepared {
+            subject,
+            restrict: value.clone(),
+            permit: value,
+            unknown,
+        }
+    }
+
+    /// The first rule of `list` that fires for the subject, if any: matches and is not carved out.
+    pub(crate) fn first_match(&self, list: ListKind, p: &Prepared) -> Option<&CompiledRule> {
+        let index = &self.lists[slot(list)];
+        let (view, value) = match list {
+            ListKind::Allow => (View::Permit, &p.permit),
+            _ => (View::Restrict, &p.restrict),
+        };
+        let tool = p.subject.tool.as_str();
+        let mut candidates: Vec<u32> = Vec::new();
+        let tool_index = index.by_tool.get(tool);
+        if let Some(t) = tool_index {
+            candidates.extend_from_slice(&t.bare);
+            if !t.keyed.is_empty() {
+                value.for_each_probe(&mut |probe| {
+                    if let Some(ids) = t.keyed.get(probe) {
+                        candidates.extend_from_slice(ids);
+                    }
+                });
+            }
+        }
+        for &id in &index.tool_globs {
+            if self.rules[id as usize]
+                .tool_glob
+                .as_ref()
+                .is_some_and(|g| g.matches(tool))
+            {
+                candidates.push(id);
+            }
+        }
+        if candidates.len() > 1 {
+            candidates.sort_unstable();
+            candidates.dedup();
+        }
+        candidates
+            .into_iter()
+            .map(|id| &self.rules[id as usize])
+            .find(|rule| {
+                let fires = rule
+                    .pattern
+                    .as_ref()
+                    .is_none_or(|pat| pat.matches(value, view));
+                fires && !tool_index.is_some_and(|t| self.carved_out(t, rule, list, p))
+            })
+    }
+
+    /// Whether a carve-out of the same list and tool cancels `rule` for this subject. A trusted
+    /// carve-out reaches rules of sources ranked at or below its own; an untrusted one only its
+    /// own source's rules.
+    fn carved_out(&self, t: &ToolIndex, rule: &CompiledRule, list: ListKind, p: &Prepared) -> bool {
+        !t.carve_outs.is_empty() && self.carving_rule(t, rule, list, p).is_some()
+    }
+
+    /// The carve-out that cancels `rule` for this subject, if any.
+    fn carving_rule(
+        &self,
+        t: &ToolIndex,
+        rule: &CompiledRule,
+        list: ListKind,
+        p: &Prepared,
+    ) -> Option<&CompiledRule> {
+        // A carve-out weakens a deny or ask list (so it must match as an allow would) and
+        // strengthens an allow list (so it matches as a deny would).
+        let (view, value) = match list {
+            ListKind::Allow => (View::Restrict, &p.restrict),
+            _ => (View::Permit, &p.permit),
+        };
+        let target = &self.sources[rule.source];
+        t.carve_outs
+            .iter()
+            .map(|&id| &self.rules[id as usize])
+            .find(|c| {
+                let by = &self.sources[c.source];
+                let reaches = if by.trusted {
+                    by.rank >= target.rank
+                } else {
+                    c.source == rule.source
+                };
+                reaches
+                    && c.pattern
+                        .as_ref()
+                        .is_some_and(|pat| pat.matches(value, view))
+            })
+    }
+
+    fn tool_has_deny_rules(&self, tool: &str, with_specifier: bool) -> bool {
+        let deny = &self.lists[slot(ListKind::Deny)];
+        let direct = deny.by_tool.get(tool).is_some_and(|t| {
+            if with_specifier {
+                t.has_specifier_rules
+            } else {
+                t.has_specifier_rules || !t.bare.is_empty()
+            }
+        });
+        direct
+            || (!with_specifier
+                && deny.tool_globs.iter().any(|&id| {
+                    self.rules[id as usize]
+                        .tool_glob
+                        .as_ref()
+                        .is_some_and(|g| g.matches(tool))
+                }))
+    }
+
+    fn decide_subject(&self, p: &Prepared) -> SubjectVerdict {
+        let tool = &p.subject.tool;
+        let verdict = |decision, rule: Option<&CompiledRule>, reason: String| SubjectVerdict {
+            text: p.subject.text.clone(),
+            tool: tool.clone(),
+            decision,
+            rule: rule.map(|r| r.rule.to_string()),
+            source: rule.map(|r| self.sources[r.source].name.clone()),
+            reason,
+            neutral: false,
+        };
+        if let Some(rule) = self.first_match(ListKind::Deny, p) {
+            return verdict(Decision::Deny, Some(rule), cite("denied by", rule));
+        }
+        if matches!(p.restrict, Value::Missing) && self.tool_has_deny_rules(tool, true) {
+            let field = self
+                .profiles
+                .get(tool)
+                .map_or("the matched field", |pr| pr.field.as_str());
+            return verdict(
+                Decision::Deny,
+                None,
+                format!(
+                    "`{field}` is missing or not a string, and {tool} has deny rules with a specifier: denied"
+                ),
+            );
+        }
+        if let Some(rule) = self.first_match(ListKind::Ask, p) {
+            return verdict(
+                Decision::Ask,
+                Some(rule),
+                cite("approval required by", rule),
+            );
+        }
+        if let Some(why) = &p.unknown {
+            let decision =
+                if self.tool_has_deny_rules(tool, false) || self.default == Decision::Deny {
+                    Decision::Deny
+                } else {
+                    Decision::Ask
+                };
+            let outcome = match decision {
+                Decision::Deny => "denied",
+                _ => "approval required",
+            };
+            return verdict(
+                decision,
+                None,
+                format!(
+                    "the program cannot be known statically ({why}), so no rule can allow it: {outcome}"
+                ),
+            );
+        }
+        if p.subject.constrain {
+            let mut v = verdict(
+                Decision::Allow,
+                None,
+                "no deny or ask rule matches; a constraint needs no allow".into(),
+            );
+            v.neutral = true;
+            return v;
+        }
+        if let Some(rule) = self.first_match(ListKind::Allow, p) {
+            return verdict(Decision::Allow, Some(rule), cite("allowed by", rule));
+        }
+        verdict(self.default, None, default_reason(self.default, tool))
+    }
+
+    fn fold(&self, call: &Call, split: Split) -> Verdict {
+        let _span = tracing::debug_span!("decide", tool = %call.tool).entered();
+        let prepared = match split {
+            Split::Refused(why) => {
+                return self.verdict_without_subjects(
+                    Decision::Deny,
+                    format!("{why}; denied whatever the default"),
+                );
+            }
+            Split::Subjects(p) if p.is_empty() => {
+                return self.verdict_without_subjects(
+                    Decision::Deny,
+                    "the call splits into no subjects: denied".into(),
+                );
+            }
+            Split::Subjects(p) => p,
+        };
+        let subjects: Vec<SubjectVerdict> =
+            prepared.iter().map(|p| self.decide_subject(p)).collect();
+        let counted: Vec<&SubjectVerdict> = subjects.iter().filter(|s| !s.neutral).collect();
+        let verdict = if counted.is_empty() {
+            // Only constraints, none of which restricted: the call's own tool takes the default.
+            Verdict {
+                decision: self.default,
+                rule: None,
+                source: None,
+                reason: default_reason(self.default, &call.tool),
+                subject: None,
+                subjects: subjects.clone(),
+                policy_digest: self.digest.clone(),
+            }
+        } else {
+            let decision = counted
+                .iter()
+                .map(|s| s.decision)
+                .max()
+                .unwrap_or(Decision::Deny);
+            let deciding = counted
+                .iter()
+                .find(|s| s.decision == decision)
+                .copied()
+                .unwrap_or(counted[0]);
+            let mut reason = deciding.reason.clone();
+            if decision == Decision::Deny && subjects.len() > 1 {
+                let others: Vec<String> = subjects
+                    .iter()
+                    .filter(|s| !std::ptr::eq(*s, deciding))
+                    .map(|s| format!("\"{}\"", s.text))
+                    .collect();
+                reason = format!(
+                    "{} on \"{}\"; nothing in this command ran, including {}",
+                    deciding.reason,
+                    deciding.text,
+                    join_and(&others)
+                );
+            }
+            Verdict {
+                decision,
+                rule: deciding.rule.clone(),
+                source: deciding.source.clone(),
+                reason,
+                subject: (subjects.len() > 1).then(|| deciding.text.clone()),
+                subjects: subjects.clone(),
+                policy_digest: self.digest.clone(),
+            }
+        };
+        tracing::debug!(decision = %verdict.decision, rule = ?verdict.rule, "decided");
+        verdict
+    }
+
+    fn verdict_without_subjects(&self, decision: Decision, reason: String) -> Verdict {
+        Verdict {
+            decision,
+            rule: None,
+            source: None,
+            reason,
+            subject: None,
+            subjects: Vec::new(),
+            policy_digest: self.digest.clone(),
+        }
+    }
+}
+
+fn slot(list: ListKind) -> usize {
+    match list {
+        ListKind::Deny => 0,
+        ListKind::Ask => 1,
+        ListKind::Allow => 2,
+    }
+}
+
+fn cite(what: &str, rule: &CompiledRule) -> String {
+    match &rule.note {
+        Some(note) => format!("{what} {}: {note}", rule.rule),
+        None => format!("{what} {}", rule.rule),
+    }
+}
+
+fn default_reason(default: Decision, tool: &str) -> String {
+    match default {
+        Decision::Allow => "allowed by default".into(),
+        Decision::Ask => format!("no rule allows {tool}: approval required by default"),
+        Decision::Deny => format!("no rule allows {tool}: denied by default"),
+    }
+}
+
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// Receives every verdict an [`Engine`] reaches, exactly once: the verdict journal.
+pub trait VerdictObserver: Send + Sync {
+    /// One decision: the call, its verdict, and the cited rule's source (with path and hash).
+    fn observe(&self, call: &Call, verdict: &Verdict, source: Option<&crate::compile::SourceInfo>);
+}
+
+/// A snapshot with observers: every decision reaches each observer exactly once.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use warden_policy::*;
+/// struct Journal(Mutex<Vec<String>>);
+/// impl VerdictObserver for Journal {
+///     fn observe(&self, _: &Call, v: &Verdict, _: Option<&SourceInfo>) {
+///         self.0.lock().unwrap().push(v.reason.clone());
+///     }
+/// }
+/// let snapshot = PolicyBuilder::new().default(Decision::Deny).build().unwrap();
+/// let journal = Arc::new(Journal(Mutex::new(Vec::new())));
+/// let engine = Engine::new(Arc::new(snapshot)).with_observer(journal.clone());
+/// engine.decide(&Call::new("read", serde_json::json!({"path": "/x"})));
+/// assert_eq!(journal.0.lock().unwrap().len(), 1);
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    snapshot: Arc<PolicySnapshot>,
+    observers: Vec<Arc<dyn VerdictObserver>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("policy", &self.snapshot.id())
+            .field("digest", self.snapshot.digest())
+            .field("observers", &self.observers.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine over a snapshot, with no observers.
+    pub fn new(snapshot: Arc<PolicySnapshot>) -> Self {
+        Self {
+            snapshot,
+            observers: Vec::new(),
+        }
+    }
+
+    /// The same engine with one more observer.
+    pub fn with_observer(mut self, observer: Arc<dyn VerdictObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// The snapshot.
+    pub fn snapshot(&self) -> &Arc<PolicySnapshot> {
+        &self.snapshot
+    }
+
+    /// Decides a call and journals the verdict.
+    pub fn decide(&self, call: &Call) -> Verdict {
+        let verdict = self.snapshot.decide(call);
+        self.journal(call, &verdict);
+        verdict
+    }
+
+    /// Decides a call on caller-split subjects and journals the verdict.
+    pub fn decide_subjects(&self, call: &Call, subjects: Result<Vec<Subject>, String>) -> Verdict {
+        let verdict = self.snapshot.decide_subjects(call, subjects);
+        self.journal(call, &verdict);
+        verdict
+    }
+
+    fn journal(&self, call: &Call, verdict: &Verdict) {
+        let source = verdict
+            .source
+            .as_deref()
+            .and_then(|name| self.snapshot.sources().iter().find(|s| s.name == name));
+        for o in &self.observers {
+            o.observe(call, verdict, source);
+        }
+    }
+}

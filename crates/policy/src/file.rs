@@ -1,0 +1,389 @@
+//! The policy file (design.md §4.6, a contract): TOML or JSON of the same shape, read strictly.
+//!
+//! Unknown keys are errors, and a reserved key this version does not implement yet is refused
+//! by name, never silently ignored. Errors carry the file, the line (TOML and JSON) and the JSON
+//! pointer of the offending value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::decl::{Decision, ToolProfile};
+use crate::error::{Location, PolicyError};
+
+/// The file formats a policy can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.toml`
+    Toml,
+    /// `.json`
+    Json,
+}
+
+impl Format {
+    /// The format of a path, from its extension.
+    pub fn of_path(path: &Path) -> Option<Self> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Some(Self::Toml),
+            Some("json") => Some(Self::Json),
+            _ => None,
+        }
+    }
+}
+
+/// A rule list as written: an array of rule strings, or one string of whitespace-separated
+/// rules. Kept as written so a file round-trips losslessly.
+#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[schemars(untagged)]
+pub enum RuleList {
+    /// One string of whitespace-separated rules.
+    One(String),
+    /// One rule per element.
+    Many(Vec<String>),
+}
+
+impl Default for RuleList {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl RuleList {
+    /// Whether the list holds no text at all.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Self::One(s) => s.trim().is_empty(),
+            Self::Many(v) => v.is_empty(),
+        }
+    }
+}
+
+impl Serialize for RuleList {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::One(s) => serializer.serialize_str(s),
+            Self::Many(v) => v.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RuleList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RuleList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string of rules or an array of rule strings")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RuleList, E> {
+                Ok(RuleList::One(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RuleList, A::Error> {
+                let mut out = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    out.push(s);
+                }
+                Ok(RuleList::Many(out))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The `[source]` table: this file's own source. Its lists are trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnSource {
+    /// The source's name (default: the file stem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its rank (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
+}
+
+/// One `[[sources]]` entry: a ranked source merged into this policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceDecl {
+    /// Unique, non-empty name.
+    pub name: String,
+    /// Authority; higher first (default 0).
+    #[serde(default)]
+    pub rank: i64,
+    /// Whether its allow rules count (default false).
+    #[serde(default)]
+    pub trusted: bool,
+    /// Where it came from (metadata, not an include).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Its content hash (metadata).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// Allow rules (withheld when untrusted).
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub allow: RuleList,
+    /// Ask rules.
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub ask: RuleList,
+    /// Deny rules.
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub deny: RuleList,
+    /// Notes keyed by rule as written; shown after the rule in reasons (trusted sources only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<String, String>,
+}
+
+/// A policy file. See design.md §4.6 and `docs/schemas/PolicyFile.schema.json`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// The policy's id (default: the first source's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The policy's version (default `"0"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// What applies when no rule matches. Required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Decision>,
+    /// Reserved: presets (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<serde_json::Value>,
+    /// Allow rules of this file's own source.
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub allow: RuleList,
+    /// Ask rules of this file's own source.
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub ask: RuleList,
+    /// Deny rules of this file's own source.
+    #[serde(default, skip_serializing_if = "RuleList::is_empty")]
+    pub deny: RuleList,
+    /// Notes for this file's own rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<String, String>,
+    /// This file's own source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<OwnSource>,
+    /// How tools' specifiers match (overrides the built-in profiles).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolProfile>,
+    /// Ranked sources merged in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceDecl>,
+    /// Reserved: MCP servers (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<serde_json::Value>,
+    /// Reserved: operating modes (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<serde_json::Value>,
+    /// Reserved: approvers (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<serde_json::Value>,
+    /// Reserved: containment requirements (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<serde_json::Value>,
+    /// Reserved: subagent scope (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<serde_json::Value>,
+    /// Reserved: prompt directives (not supported yet; refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directives: Option<serde_json::Value>,
+}
+
+impl PolicyFile {
+    /// The reserved keys present in this file, which this version refuses.
+    pub fn reserved_keys_present(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        for (key, value) in [
+            ("preset", &self.preset),
+            ("mcp", &self.mcp),
+            ("modes", &self.modes),
+            ("approvers", &self.approvers),
+            ("containment", &self.containment),
+            ("scope", &self.scope),
+            ("directives", &self.directives),
+        ] {
+            if value.is_some() {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+
+    /// Parses policy text. `file` names it in errors.
+    pub fn parse(text: &str, format: Format, file: &str) -> Result<Self, PolicyError> {
+        match format {
+            Format::Toml => parse_toml(text, file),
+            Format::Json => parse_json(text, file),
+        }
+    }
+
+    /// Writes the file in `format`.
+    pub fn write(&self, format: Format) -> Result<String, PolicyError> {
+        match format {
+            Format::Toml => toml::to_string(self).map_err(|e| PolicyError::Write {
+                message: e.to_string(),
+            }),
+            Format::Json => serde_json::to_string_pretty(self)
+                .map(|mut s| {
+                    s.push('\n');
+                    s
+                })
+                .map_err(|e| PolicyError::Write {
+                    message: e.to_string(),
+                }),
+        }
+    }
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("/{index}")),
+            Segment::Map { key } => {
+                out.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1")))
+            }
+            Segment::Enum { variant } => out.push_str(&format!("/{variant}")),
+            Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+fn line_of_offset(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn parse_toml(text: &str, file: &str) -> Result<PolicyFile, PolicyError> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| PolicyError::Syntax {
+        at: Location {
+            file: file.to_owned(),
+            line: e.span().map(|s| line_of_offset(text, s.start)),
+            pointer: None,
+        },
+        message: first_line(e.message()),
+    })?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let pointer = pointer_of(e.path());
+        let inner = e.into_inner();
+        PolicyError::Syntax {
+            at: Location {
+                file: file.to_owned(),
+                line: inner.span().map(|s| line_of_offset(text, s.start)),
+                pointer: Some(pointer),
+            },
+            message: first_line(inner.message()),
+        }
+    })
+}
+
+fn parse_json(text: &str, file: &str) -> Result<PolicyFile, PolicyError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed: PolicyFile = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let pointer = pointer_of(e.path());
+        let inner = e.into_inner();
+        PolicyError::Syntax {
+            at: Location {
+                file: file.to_owned(),
+                line: Some(inner.line()),
+                pointer: Some(pointer),
+            },
+            message: strip_json_position(&inner.to_string()),
+        }
+    })?;
+    deserializer.end().map_err(|e| PolicyError::Syntax {
+        at: Location {
+            file: file.to_owned(),
+            line: Some(e.line()),
+            pointer: None,
+        },
+        message: strip_json_position(&e.to_string()),
+    })?;
+    Ok(parsed)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_owned()
+}
+
+/// serde_json appends " at line L column C"; the location says it already.
+fn strip_json_position(s: &str) -> String {
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_owned(),
+        None => s.to_owned(),
+    }
+}
+
+/// A policy file read from disk, with what is needed to name it in errors and verdicts.
+#[derive(Debug, Clone)]
+pub struct LoadedPolicy {
+    /// The parsed file.
+    pub file: PolicyFile,
+    /// Its path, as given.
+    pub path: Option<PathBuf>,
+    /// The name used in errors (the path as given, or a label).
+    pub label: String,
+    /// The default source name: the file stem.
+    pub stem: String,
+    /// The file's text, used to find the line of a rule in errors.
+    pub text: String,
+    /// The blake3 digest of its bytes (source metadata).
+    pub hash: String,
+    /// Its format.
+    pub format: Format,
+}
+
+impl LoadedPolicy {
+    /// Reads and parses a policy file; the format comes from the extension.
+    pub fn read(path: &Path) -> Result<Self, PolicyError> {
+        let label = path.display().to_string();
+        let format = Format::of_path(path).ok_or_else(|| PolicyError::Syntax {
+            at: Location::file(&label),
+            message: "a policy file ends in .toml or .json".into(),
+        })?;
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::Io {
+            path: label.clone(),
+            message: e.to_string(),
+        })?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "policy".into());
+        Self::from_text(text, format, &label, &stem, Some(path.to_path_buf()))
+    }
+
+    /// Parses policy text that did not come from a file (or did, and was read already).
+    pub fn from_text(
+        text: String,
+        format: Format,
+        label: &str,
+        stem: &str,
+        path: Option<PathBuf>,
+    ) -> Result<Self, PolicyError> {
+        let file = PolicyFile::parse(&text, format, label)?;
+        let hash = warden_contracts::Digest::of_bytes(text.as_bytes()).to_string();
+        Ok(Self {
+            file,
+            path,
+            label: label.to_owned(),
+            stem: stem.to_owned(),
+            text,
+            hash,
+            format,
+        })
+    }
+
+    /// The line on which `needle` first appears in the file's text, if it does.
+    pub(crate) fn line_of(&self, needle: &str) -> Option<usize> {
+        self.text
+            .find(needle)
+            .map(|i| line_of_offset(&self.text, i))
+    }
+}

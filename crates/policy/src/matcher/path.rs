@@ -1,0 +1,263 @@
+//! The `path` matcher: gitignore-style globs (via `globset`) over normalized absolute paths.
+
+use std::path::Path;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use super::{PathEnv, Value};
+
+/// A compiled `path` spec: the pattern and "everything beneath it".
+#[derive(Debug, Clone)]
+pub(super) struct PathPattern {
+    set: GlobSet,
+}
+
+/// One component of an absolute pattern.
+enum Comp<'a> {
+    /// From the project root or home folder: every character is literal.
+    Literal(&'a str),
+    /// Written in the spec: glob syntax, but braces are literal.
+    Glob(&'a str),
+}
+
+impl PathPattern {
+    /// Compiles a `path` spec; returns the pattern and its index key.
+    pub(super) fn compile(spec: &str, env: &PathEnv) -> Result<(PathPattern, String), String> {
+        let (body, any_suffix) = match spec.strip_suffix(":*") {
+            Some(body) => (body, true),
+            None => (spec, false),
+        };
+        if body.is_empty() {
+            return Err("empty path".to_owned());
+        }
+        let mut comps: Vec<Comp<'_>> = Vec::new();
+        let rest = if body.starts_with('/') {
+            body
+        } else if body == "~" || body.starts_with("~/") {
+            let home = env
+                .home
+                .as_deref()
+                .ok_or_else(|| "`~/` needs a home folder, and none is known".to_owned())?;
+            push_literal(&mut comps, home, "home folder")?;
+            &body[1..]
+        } else {
+            push_literal(&mut comps, &env.project_root, "project root")?;
+            let trimmed = body.trim_end_matches('/');
+            let anchored = trimmed.contains('/') || trimmed == "." || trimmed == "..";
+            if !anchored {
+                comps.push(Comp::Glob("**"));
+            }
+            body
+        };
+        for part in rest.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    comps.pop();
+                }
+                _ => comps.push(Comp::Glob(part)),
+            }
+        }
+
+        let mut base = String::new();
+        for comp in &comps {
+            base.push('/');
+            match comp {
+                Comp::Literal(s) => escape_all(s, &mut base),
+                Comp::Glob(s) => escape_braces(s, &mut base),
+            }
+        }
+        if base.is_empty() {
+            base.push('/');
+        }
+        if any_suffix {
+            base.push('*');
+        }
+        let key = literal_key(&base);
+        let beneath = if base == "/" {
+            "/**".to_owned()
+        } else {
+            format!("{base}/**")
+        };
+        let globs = [base, beneath];
+
+        let mut set = GlobSetBuilder::new();
+        for glob in &globs {
+            let glob = GlobBuilder::new(glob)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| format!("bad glob: {}", e.kind()))?;
+            set.add(glob);
+        }
+        let set = set.build().map_err(|e| format!("bad glob: {}", e.kind()))?;
+        Ok((PathPattern { set }, key))
+    }
+
+    pub(super) fn matches(&self, path: &str) -> bool {
+        self.set.is_match(path)
+    }
+}
+
+/// Pushes the normalized components of an absolute folder from the environment.
+fn push_literal<'a>(comps: &mut Vec<Comp<'a>>, dir: &'a Path, what: &str) -> Result<(), String> {
+    let text = dir
+        .to_str()
+        .ok_or_else(|| format!("the {what} is not valid UTF-8"))?;
+    if !text.starts_with('/') {
+        return Err(format!("the {what} `{text}` is not absolute"));
+    }
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                comps.pop();
+            }
+            _ => comps.push(Comp::Literal(part)),
+        }
+    }
+    Ok(())
+}
+
+/// Escapes every glob metacharacter: the text matches itself only.
+fn escape_all(text: &str, out: &mut String) {
+    for c in text.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ']' | '{' | '}') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+/// Escapes `{` and `}` (alternation is not part of the syntax), keeping `\x` escapes as written.
+fn escape_braces(text: &str, out: &mut String) {
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            }
+            '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+}
+
+/// The index key of an (escaped) absolute glob: the whole path when it has no glob
+/// metacharacter (`""` for `/`), else its literal folder before the first one, without the
+/// trailing `/` (`""` at the root).
+fn literal_key(glob: &str) -> String {
+    let mut literal = String::new();
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(next) => literal.push(next),
+                None => break,
+            },
+            '*' | '?' | '[' => {
+                literal.truncate(literal.rfind('/').unwrap_or(0));
+                return literal;
+            }
+            _ => literal.push(c),
+        }
+    }
+    if literal == "/" {
+        literal.clear();
+    }
+    literal
+}
+
+/// Prepares a path field: see [`Value::prepare`].
+pub(super) fn prepare(text: &str, cwd: &Path, env: &PathEnv, resolved: Option<&str>) -> Value {
+    if text.is_empty() {
+        return Value::Missing;
+    }
+    let lexical = if text.starts_with('/') {
+        normalize(None, text)
+    } else if text == "~" || text.starts_with("~/") {
+        match env.home.as_deref().and_then(Path::to_str) {
+            Some(home) => normalize(Some(home), &text[1..]),
+            None => return Value::Missing,
+        }
+    } else {
+        match cwd.to_str() {
+            Some(cwd) => normalize(Some(cwd), text),
+            None => return Value::Missing,
+        }
+    };
+    let resolved = match resolved {
+        Some(r) if r.starts_with('/') => Some(normalize(None, r)),
+        Some(r) if !r.is_empty() => match cwd.to_str() {
+            Some(cwd) => Some(normalize(Some(cwd), r)),
+            None => return Value::Missing,
+        },
+        _ => None,
+    };
+    Value::Path { lexical, resolved }
+}
+
+/// `base/text`, with `.`, `..` and repeated `/` resolved lexically; always absolute, never above
+/// `/`, no trailing `/` (except `/` itself).
+fn normalize(base: Option<&str>, text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in base.into_iter().chain([text]).flat_map(|s| s.split('/')) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(part),
+        }
+    }
+    if parts.is_empty() {
+        return "/".to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + base.map_or(0, str::len) + 1);
+    for part in parts {
+        out.push('/');
+        out.push_str(part);
+    }
+    out
+}
+
+/// Calls `f(end)` for every non-empty probe `path[..end]`: the path before each `/` and the
+/// whole path.
+pub(super) fn probes(path: &str, f: &mut dyn FnMut(usize)) {
+    for (i, _) in path.match_indices('/') {
+        if i > 0 {
+            f(i);
+        }
+    }
+    if !path.is_empty() {
+        f(path.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes() {
+        assert_eq!(normalize(Some("/a/b"), "../c/./d//e/"), "/a/c/d/e");
+        assert_eq!(normalize(Some("/a"), "../../.."), "/");
+        assert_eq!(normalize(None, "//x"), "/x");
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(literal_key("/etc"), "/etc");
+        assert_eq!(literal_key("/"), "");
+        assert_eq!(literal_key("/**"), "");
+        assert_eq!(literal_key("/r/src/*.rs"), "/r/src");
+        assert_eq!(literal_key("/r/\\*x/a*"), "/r/*x");
+        assert_eq!(literal_key("/r/a\\{b\\}"), "/r/a{b}");
+    }
+}
