@@ -7,6 +7,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+#[path = "support/shell.rs"]
+mod shell;
+
 fn warden(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(args)

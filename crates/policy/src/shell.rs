@@ -163,9 +163,7 @@ fn tokenize(command: &str) -> Result<Vec<Word>, SplitError> {
                                     text.push(e);
                                 }
                                 None => {
-                                    return Err(SplitError(
-                                        "unterminated double quote".into(),
-                                    ));
+                                    return Err(SplitError("unterminated double quote".into()));
                                 }
                             }
                         }

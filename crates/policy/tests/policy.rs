@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use warden_policy::matcher::{Pattern, Value as MValue, View};
 use warden_policy::*;
 
+#[path = "shell/mod.rs"]
+mod shell;
+
 fn corpus(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/corpus/agentpolicy")
@@ -405,7 +408,7 @@ fn bad_files_are_refused_naming_file_line_and_rule() {
         (
             "default = \"ask\"\n[tools.bash]\nmatch = \"Prefix\"\nfield = \"command\"\n",
             Format::Toml,
-            "policy.toml:3",
+            "policy.toml:3 (/tools/bash/match): unknown matcher kind \"Prefix\" (did you mean \"prefix\"?)",
         ),
         (
             "default = \"ask\"\nallow = [\"Bash(git:*)\"]\n",
@@ -751,4 +754,68 @@ proptest! {
         };
         prop_assert_eq!(digest(Format::Toml).unwrap(), digest(Format::Json).unwrap());
     }
+}
+
+// ------------------------------------------------------------------ the verdict journal
+
+/// (tool, rule, source name, source hash, subject, reason)
+type Entry = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    String,
+);
+
+#[derive(Default)]
+struct Journal(std::sync::Mutex<Vec<Entry>>);
+
+impl VerdictObserver for Journal {
+    fn observe(&self, call: &Call, v: &Verdict, source: Option<&SourceInfo>) {
+        self.0.lock().unwrap().push((
+            call.tool.clone(),
+            v.rule.clone(),
+            source.map(|s| s.name.clone()),
+            source.and_then(|s| s.hash.clone()),
+            v.subject.clone(),
+            v.reason.clone(),
+        ));
+    }
+}
+
+#[test]
+fn every_decision_reaches_the_journal_exactly_once() {
+    let file = load(
+        "default = \"ask\"\ndeny = [\"bash(rm:*)\"]\nallow = [\"read\"]\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let hash = file.hash.clone();
+    let snapshot = PolicySnapshot::from_files(&[file], env()).unwrap();
+    let journal = std::sync::Arc::new(Journal::default());
+    let engine = Engine::new(std::sync::Arc::new(snapshot)).with_observer(journal.clone());
+    engine.decide(&Call::new("bash", json!({"command": "rm -rf /"})));
+    engine.decide(&Call::new("read", json!({"path": "x"})));
+    engine.decide(&Call::new("edit", json!({"path": "x"})));
+    engine.decide_subjects(&Call::new("bash", json!({})), Err("splitter failed".into()));
+    let entries = journal.0.lock().unwrap().clone();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(
+        entries[0],
+        (
+            "bash".into(),
+            Some("bash(rm:*)".into()),
+            Some("policy".into()),
+            Some(hash.clone()),
+            None,
+            "denied by bash(rm:*)".into()
+        )
+    );
+    assert_eq!(entries[1].1.as_deref(), Some("read"));
+    assert_eq!(
+        (entries[2].1.as_deref(), entries[2].2.as_deref()),
+        (None, None)
+    );
+    assert_eq!(entries[3].5, "splitter failed; denied whatever the default");
 }

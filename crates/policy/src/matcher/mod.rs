@@ -29,17 +29,7 @@ use std::path::{Path, PathBuf};
 
 /// How a tool's specifiers are matched.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum MatcherKind {
@@ -101,6 +91,15 @@ impl MatcherKind {
             name: name.to_owned(),
             hint,
         })
+    }
+}
+
+/// Deserializes through [`MatcherKind::parse`], so a policy file's `match = "Prefix"` is refused
+/// with the "did you mean" hint.
+impl<'de> serde::Deserialize<'de> for MatcherKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        MatcherKind::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 

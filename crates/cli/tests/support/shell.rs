@@ -1,0 +1,1 @@
+//! The shared shell corpus through `warden check` (issue 4).
