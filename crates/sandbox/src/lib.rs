@@ -1,8 +1,28 @@
-//! Contained process spawning: Landlock write roots, a network namespace, an environment allowlist
-//! and resource limits, each proven by a probe before it is claimed.
+//! Contained process spawning: Landlock write roots, a user + network namespace, an environment
+//! allowlist and resource limits, each proven by a probe before it is claimed.
 //!
-//! **Invariant:** a capability is reported as enforced only after a probe proved it on this machine.
+//! Principal types: [`SubprocessBackend`] (the contracts `EffectBackend` that runs processes
+//! under proven containment) and the re-exec helper ([`helper::dispatch`]), which any binary can
+//! host.
 //!
-//! **Must never:** hold or invoke a tool. This is the only crate allowed `unsafe` (the pre-exec
-//! helper); it carries none yet.
+//! Key design decision: confinement is applied by a fresh, single-threaded helper process that
+//! then `exec`s the program, never in a `pre_exec` closure inside the caller's multi-threaded
+//! runtime, where only async-signal-safe calls are allowed. The helper can therefore use safe
+//! wrappers (`landlock`, `nix`) and report errors, and this crate needs no `unsafe` at all.
+//!
+//! **Invariant:** a capability is reported as enforced only after a probe proved it on this
+//! machine, and a process that asks for containment the backend has not proven does not run.
+//!
+//! **Must never:** hold or invoke a tool. It is the one crate allowed `unsafe` (for pre-exec
+//! work), and it carries none.
 #![deny(unsafe_code)]
+
+mod backend;
+mod confine;
+mod error;
+pub mod helper;
+mod spec;
+
+pub use backend::{DEFAULT_LIMITS, SUBPROCESS, SubprocessBackend};
+pub use error::SandboxError;
+pub use spec::{Limits, SandboxSpec};
