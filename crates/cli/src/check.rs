@@ -202,6 +202,29 @@ fn explain(out: &mut impl Write, snapshot: &PolicySnapshot, call: &Call) -> Resu
             trace.tool,
             sv.decision
         )?;
+        if let Some(shell) = &trace.shell {
+            writeln!(
+                out,
+                "  written (allow rules):        {}",
+                shell.written.join(" ")
+            )?;
+            writeln!(
+                out,
+                "  normalized (deny/ask rules):  {}",
+                shell.normalized.join(" ")
+            )?;
+            for r in &shell.also {
+                writeln!(out, "  also tried by deny/ask rules: {}", r.join(" "))?;
+            }
+            for n in &shell.notes {
+                writeln!(out, "  note: {n}")?;
+            }
+        }
+        match (&sv.rule, &sv.source) {
+            (Some(r), Some(s)) => writeln!(out, "  decided by {r} [{s}]")?,
+            (Some(r), None) => writeln!(out, "  decided by {r}")?,
+            _ => writeln!(out, "  decided by no rule")?,
+        }
         writeln!(out, "  {}", sv.reason)?;
         if trace.matches.is_empty() {
             writeln!(out, "  no rule matches it")?;

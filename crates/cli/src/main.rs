@@ -9,8 +9,11 @@
 
 mod check;
 mod error;
+mod evidence;
+mod exec;
 mod load;
 mod policy_cmd;
+mod sandbox_cmd;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -34,9 +37,27 @@ enum Command {
     Check(CheckArgs),
     /// Explain a decision: subjects, rules that fired or were carved out, withheld sources.
     Explain(ExplainArgs),
+    /// Run one tool call through the full executor: resolve, validate, admit, authorize, invoke.
+    Exec(exec::ExecArgs),
     /// Work with policy files.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Verify, show, certify and checkpoint evidence stores (read-only).
+    #[command(subcommand)]
+    Evidence(evidence::EvidenceCommand),
+    /// Inspect the contained-execution backend.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SandboxCommand {
+    /// Probe each containment mechanism for real and print what this machine supports.
+    Probe {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
 }
 
 /// Output formats.
@@ -107,16 +128,24 @@ enum PolicyCommand {
 }
 
 fn main() -> ExitCode {
+    // The binary hosts the sandbox's re-exec helper: handle it before anything else runs.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = warden_sandbox::helper::dispatch(&raw) {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = match cli.command {
         Command::Check(a) => check::run_check(&a, &mut out),
+        Command::Exec(a) => exec::run(&a, &mut out),
         Command::Explain(a) => check::run_explain(&a, &mut out),
         Command::Policy(PolicyCommand::Compile { policy, format }) => {
             policy_cmd::compile(&policy, format, &mut out)
         }
         Command::Policy(PolicyCommand::Schema) => policy_cmd::schema(&mut out),
+        Command::Evidence(c) => evidence::run(&c, &mut out),
+        Command::Sandbox(SandboxCommand::Probe { format }) => sandbox_cmd::probe(format, &mut out),
     };
     let flushed = out.flush();
     match result.and_then(|code| flushed.map(|()| code).map_err(CliError::from)) {

@@ -7,6 +7,10 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+#[path = "support/evidence.rs"]
+mod evidence;
+#[path = "support/exec.rs"]
+mod exec;
 #[path = "support/shell.rs"]
 mod shell;
 
@@ -464,4 +468,32 @@ fn corpus_decisions_through_check() {
         ran >= 15,
         "only {ran} corpus decisions ran through warden check"
     );
+}
+
+#[test]
+fn sandbox_probe_reports_each_mechanism_with_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = warden(&["sandbox", "probe", "--format", "json"], dir.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = &lines(&out)[0];
+    let names: Vec<&str> = v["mechanisms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mechanism"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["landlock", "network_namespace", "environment", "rlimits"]
+    );
+    for m in v["mechanisms"].as_array().unwrap() {
+        // These machines have Landlock and user namespaces; each claim carries its evidence.
+        assert_eq!(m["supported"], true, "{m}");
+        assert!(!m["evidence"].as_str().unwrap().is_empty());
+    }
 }

@@ -11,8 +11,10 @@
 //!   in lower-case hex), everything else as UTF-8;
 //! - no insignificant whitespace.
 //!
-//! Integers outside ±(2^53 − 1) cannot be represented exactly as an IEEE double, which is all
-//! RFC 8785 (I-JSON) allows; they are refused rather than silently rounded.
+//! Numbers are IEEE doubles (I-JSON). An integer outside ±(2^53 − 1) is accepted only when a
+//! double holds it exactly (so canonicalization stays idempotent: a large double prints without
+//! an exponent below 1e21 and reads back as an integer); any other is refused rather than
+//! silently rounded.
 
 use std::fmt::Write as _;
 
@@ -24,8 +26,8 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Why a value has no canonical form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
-    /// An integer beyond ±(2^53 − 1), which I-JSON cannot carry exactly.
-    #[error("integer {value} at {pointer} is outside the I-JSON range ±(2^53 - 1)")]
+    /// An integer that no IEEE double holds exactly, which I-JSON cannot carry.
+    #[error("integer {value} at {pointer} cannot be represented exactly as an I-JSON number")]
     IntegerOutOfRange {
         /// The number as written.
         value: String,
@@ -110,18 +112,31 @@ fn write_number(out: &mut String, n: &Number, pointer: &str) -> Result<(), Canon
         value: n.to_string(),
         pointer: pointer_or_root(pointer),
     };
-    if let Some(u) = n.as_u64() {
-        if u > MAX_SAFE_INTEGER {
+    // Integers are IEEE doubles in I-JSON: small ones print as themselves. A larger one is
+    // accepted only when it is already the ES6 form of its nearest double (as a large double
+    // prints without an exponent below 1e21), so canonicalization is idempotent and lossless.
+    let big = if let Some(u) = n.as_u64() {
+        if u <= MAX_SAFE_INTEGER {
+            let _ = write!(out, "{u}");
+            return Ok(());
+        }
+        u as f64
+    } else if let Some(i) = n.as_i64() {
+        if i.unsigned_abs() <= MAX_SAFE_INTEGER {
+            let _ = write!(out, "{i}");
+            return Ok(());
+        }
+        i as f64
+    } else {
+        f64::NAN
+    };
+    if !big.is_nan() {
+        let mut text = String::new();
+        write_es6_number(&mut text, big);
+        if text != n.to_string() {
             return Err(out_of_range());
         }
-        let _ = write!(out, "{u}");
-        return Ok(());
-    }
-    if let Some(i) = n.as_i64() {
-        if i.unsigned_abs() > MAX_SAFE_INTEGER {
-            return Err(out_of_range());
-        }
-        let _ = write!(out, "{i}");
+        out.push_str(&text);
         return Ok(());
     }
     match n.as_f64() {
@@ -304,14 +319,20 @@ mod tests {
 
     #[test]
     fn large_integers_are_refused_with_their_pointer() {
-        let v = serde_json::json!({"a": [1, 9007199254740992u64]});
+        let v = serde_json::json!({"a": [1, 9007199254740993u64]});
         assert_eq!(
             to_canonical_string(&v),
             Err(CanonicalError::IntegerOutOfRange {
-                value: "9007199254740992".into(),
+                value: "9007199254740993".into(),
                 pointer: "/a/1".into()
             })
         );
         assert!(to_canonical_string(&serde_json::json!(-9007199254740991i64)).is_ok());
+        // A large integer a double holds exactly is its own ES6 form.
+        assert_eq!(
+            to_canonical_string(&serde_json::json!(-1536538844847216400i64)).unwrap(),
+            "-1536538844847216400"
+        );
+        assert!(to_canonical_string(&serde_json::json!(u64::MAX)).is_err());
     }
 }

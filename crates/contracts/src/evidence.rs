@@ -186,8 +186,23 @@ pub enum VerificationFailure {
     UnknownHashAlgorithm,
     /// The expected head (kept elsewhere) is not in the chain: records were removed or replaced.
     HeadMismatch,
-    /// A record is malformed (payload not canonical JSON, wrong chain id).
+    /// A record is malformed (payload not canonical JSON, wrong chain id, a record id the store
+    /// would not assign, a field that cannot be read).
     MalformedRecord,
+    /// A record's payload does not match its record type's schema, or contradicts the chain (a
+    /// `task_closed` whose counts differ from the chain's, an exception for a gate that is not a
+    /// soft deny).
+    InvalidPayload,
+    /// A record concerns an operation that has not started (or started twice), or names a
+    /// record that does not precede it.
+    OrphanRecord,
+    /// A second terminal record for an operation that already has one.
+    DuplicateTerminal,
+    /// The task closed while a started operation had no terminal record (the failed record is
+    /// that operation's `operation_started`).
+    MissingTerminal,
+    /// A record follows the chain's `task_closed` (a double close included).
+    RecordAfterClose,
 }
 
 /// The result of verifying a chain.

@@ -74,8 +74,9 @@ pub use ids::{
 };
 pub use outcome::{ExecutionOutcome, Failure, RuntimeProfile};
 pub use ports::{
-    BackendError, DecisionEvent, EffectBackend, EvidenceError, EvidenceStore, Executor, Observer,
-    ReviewVerdict, Reviewer, Stage,
+    BackendError, Capacity, CapacityFull, CapacityLease, DecisionEvent, EffectBackend,
+    EvaluatorError, EvidenceError, EvidenceStore, Executor, Observer, PolicyAnswer,
+    PolicyEvaluator, PolicyQuery, ReviewVerdict, Reviewer, Stage, StageEvent, StageStatus,
 };
 pub use redact::{REDACTED, Redacted, SecretRef};
 pub use request::{ExecutionContext, ExecutionRequest, MAX_IDEMPOTENCY_KEY_LEN};

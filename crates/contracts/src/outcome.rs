@@ -1,11 +1,18 @@
 //! The typed result of one execution: the closed [`ExecutionOutcome`] and the
 //! [`RuntimeProfile`] every outcome carries.
+//!
+//! Every variant that can follow a started call (`succeeded`, `failed`, `cancelled`,
+//! `timed_out`, `ambiguous`) also carries `degradations`: the containment the call was asked to
+//! run under as *optional* that the effect backend did not prove (one [`CapabilityEntry`] each,
+//! with the backend's status and evidence). Empty, and then not serialized, when everything asked
+//! for was proven or nothing ran.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::approval::ApprovalRequest;
+use crate::capability::CapabilityEntry;
 use crate::decision::DecisionReason;
 use crate::ids::{RequestId, Timestamp};
 use crate::scope::EvidenceRef;
@@ -50,6 +57,7 @@ pub struct Failure {
 ///     profile: RuntimeProfile::Minimal,
 ///     result: serde_json::Value::Null,
 ///     evidence: vec![],
+///     degradations: vec![],
 /// };
 /// assert!(ok.is_success());
 /// assert_eq!(ok.profile(), RuntimeProfile::Minimal);
@@ -71,6 +79,9 @@ pub enum ExecutionOutcome {
         /// Evidence of the decision and the invocation.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         evidence: Vec<EvidenceRef>,
+        /// Optional containment the backend did not prove, under which the call ran.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        degradations: Vec<CapabilityEntry>,
     },
     /// A policy, gate, guard or validation refused the call; nothing ran.
     Denied {
@@ -126,6 +137,9 @@ pub enum ExecutionOutcome {
         /// Evidence of the failure.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         evidence: Vec<EvidenceRef>,
+        /// Optional containment the backend did not prove, under which the call ran.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        degradations: Vec<CapabilityEntry>,
     },
     /// The caller cancelled.
     Cancelled {
@@ -135,6 +149,9 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// Whether the callable was reached before cancellation.
         call_executed: bool,
+        /// Optional containment the backend did not prove, under which the call ran.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        degradations: Vec<CapabilityEntry>,
     },
     /// The request's deadline passed.
     TimedOut {
@@ -144,6 +161,9 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// Whether the callable was reached before the deadline.
         call_executed: bool,
+        /// Optional containment the backend did not prove, under which the call ran.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        degradations: Vec<CapabilityEntry>,
     },
     /// The call was sent and its effect is unknown (a transport lost after send). Never retried
     /// by the executor without reconciliation.
@@ -154,6 +174,9 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// What is known.
         message: String,
+        /// Optional containment the backend did not prove, under which the call ran.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        degradations: Vec<CapabilityEntry>,
     },
 }
 
@@ -198,6 +221,55 @@ impl ExecutionOutcome {
             Self::TimedOut { .. } => "timed_out",
             Self::Ambiguous { .. } => "ambiguous",
         }
+    }
+
+    /// Optional containment the effect backend did not prove, under which the call ran (see
+    /// the module docs). Empty for the variants where nothing ran.
+    pub fn degradations(&self) -> &[CapabilityEntry] {
+        match self {
+            Self::Succeeded { degradations, .. }
+            | Self::Failed { degradations, .. }
+            | Self::Cancelled { degradations, .. }
+            | Self::TimedOut { degradations, .. }
+            | Self::Ambiguous { degradations, .. } => degradations,
+            Self::Denied { .. } | Self::Deferred { .. } | Self::Escalated { .. } => &[],
+        }
+    }
+
+    /// The same outcome with `degradations` recorded, when the callable may have been reached
+    /// (a variant or an outcome where nothing ran is returned unchanged: nothing ran degraded).
+    ///
+    /// ```
+    /// use warden_contracts::*;
+    /// let entry = CapabilityEntry {
+    ///     capability: Capability::NetworkOff,
+    ///     status: CapabilityStatus::Unsupported,
+    ///     detail: "no network namespace".into(),
+    /// };
+    /// let ok = ExecutionOutcome::Succeeded {
+    ///     request_id: RequestId::new("r-1").unwrap(),
+    ///     profile: RuntimeProfile::Minimal,
+    ///     result: serde_json::Value::Null,
+    ///     evidence: vec![],
+    ///     degradations: vec![],
+    /// }
+    /// .with_degradations(vec![entry.clone()]);
+    /// assert_eq!(ok.degradations(), [entry]);
+    /// assert_eq!(serde_json::to_value(&ok).unwrap()["degradations"][0]["capability"], "network_off");
+    /// ```
+    pub fn with_degradations(mut self, entries: Vec<CapabilityEntry>) -> Self {
+        if self.call_executed() == Some(false) {
+            return self;
+        }
+        match &mut self {
+            Self::Succeeded { degradations, .. }
+            | Self::Failed { degradations, .. }
+            | Self::Cancelled { degradations, .. }
+            | Self::TimedOut { degradations, .. }
+            | Self::Ambiguous { degradations, .. } => *degradations = entries,
+            Self::Denied { .. } | Self::Deferred { .. } | Self::Escalated { .. } => {}
+        }
+        self
     }
 
     /// Whether the tool ran and succeeded.

@@ -7,21 +7,27 @@
 //! | [`Reviewer`] | a human front, an LLM reviewer, a receipt verifier | the executor on escalation |
 //! | [`Observer`] | journals, metrics, tracing | the executor and the policy engine |
 //! | [`EffectBackend`] | `warden-sandbox` backends (in-process, subprocess) | tools, via the executor |
+//! | [`PolicyEvaluator`] | `warden-executor`'s adapter over a compiled `warden-policy` snapshot | the executor's authorize and re-authorize stages |
+//! | [`Capacity`] | `warden-executor`'s limits (concurrency, token buckets), a user's quota service | the executor's admission stage |
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use serde_json::{Map, Value};
+
+use crate::action::ActionDescriptor;
 use crate::approval::{ApprovalReceipt, ApprovalRequest};
 use crate::capability::{CapabilityReport, ProcessOutput, ProcessSpec};
-use crate::decision::{AdmissionDecision, DecisionReason};
+use crate::decision::{AdmissionDecision, DecisionReason, Disposition};
+use crate::error::ContractError;
 use crate::evidence::{
     AppendReceipt, ChainHead, EvidenceAppend, EvidenceRecord, VerificationResult,
 };
-use crate::ids::{ChainId, RequestId};
+use crate::ids::{ChainId, RequestId, SessionId, Timestamp};
 use crate::outcome::ExecutionOutcome;
 use crate::request::{ExecutionContext, ExecutionRequest};
-use crate::scope::BackendRef;
+use crate::scope::{BackendRef, PolicySnapshotRef};
 
 /// The one authoritative way to run an action.
 #[async_trait]
@@ -95,6 +101,14 @@ pub enum ReviewVerdict {
         /// The receipt.
         receipt: ApprovalReceipt,
     },
+    /// Approved with replacement arguments: the call runs again as a new attempt with these
+    /// arguments, which are re-validated and re-authorized; the receipt must bind them.
+    ApprovedWithArguments {
+        /// The receipt, bound to the digest of `arguments`.
+        receipt: ApprovalReceipt,
+        /// The arguments to run with instead (a JSON object).
+        arguments: Map<String, Value>,
+    },
     /// Refused.
     Refused {
         /// Why.
@@ -110,6 +124,19 @@ pub enum ReviewVerdict {
 pub trait Reviewer: Send + Sync {
     /// Reviews one approval request. A reviewer that fails must answer `Refused`, never approve.
     async fn review(&self, request: &ApprovalRequest) -> ReviewVerdict;
+
+    /// Reviews one approval request seeing the arguments it was raised on (the request itself
+    /// carries only their digest). The default ignores them and calls [`Self::review`]; a
+    /// reviewer that inspects or rewrites arguments (the LionAGI escalation callback) overrides
+    /// it.
+    async fn review_call(
+        &self,
+        request: &ApprovalRequest,
+        arguments: &Map<String, Value>,
+    ) -> ReviewVerdict {
+        let _ = arguments;
+        self.review(request).await
+    }
 }
 
 /// One stage of the executor's fixed plan, in order.
@@ -162,9 +189,40 @@ pub struct DecisionEvent {
     pub decision: AdmissionDecision,
 }
 
+/// Whether a stage of the plan ran for one request, or was skipped (and why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageStatus {
+    /// The stage ran.
+    Ran,
+    /// The stage was skipped: the plan has nothing for it (no session gate, no transform, an
+    /// ungoverned profile) or its inputs did not change (re-authorization).
+    Skipped,
+}
+
+/// One stage of the plan reached by one request, as an observer sees it: every stage a request
+/// reaches is reported exactly once, in plan order, ran or skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageEvent {
+    /// The request.
+    pub request_id: RequestId,
+    /// The stage.
+    pub stage: Stage,
+    /// Ran or skipped.
+    pub status: StageStatus,
+    /// Why it was skipped, or a short note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
 /// Observes decisions and outcomes. Observation never vetoes or changes anything, and an
 /// observer must not block.
 pub trait Observer: Send + Sync {
+    /// A stage was reached (ran or skipped).
+    fn on_stage(&self, event: &StageEvent) {
+        let _ = event;
+    }
     /// A stage decided.
     fn on_decision(&self, event: &DecisionEvent) {
         let _ = event;
@@ -202,4 +260,215 @@ pub trait EffectBackend: Send + Sync {
     fn capabilities(&self) -> &CapabilityReport;
     /// Runs a process under the spec's containment.
     async fn run(&self, spec: ProcessSpec) -> Result<ProcessOutput, BackendError>;
+}
+
+/// What a policy evaluator is asked: one call, after the arguments were validated and the
+/// trusted context bound. Borrowed, so evaluating costs no copies; the principal, tenant and
+/// session come from the trusted context, never from the request's claims.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyQuery<'a> {
+    /// The request being decided.
+    pub request_id: &'a RequestId,
+    /// The resolved action (canonical name, provenance, hints).
+    pub action: &'a ActionDescriptor,
+    /// The arguments this pass evaluates (the final ones when re-authorizing).
+    pub arguments: &'a Map<String, Value>,
+    /// The trusted context (authenticated principal, tenant, policy snapshot reference).
+    pub context: &'a ExecutionContext,
+    /// The agent session, if the request names one.
+    pub session_id: Option<&'a SessionId>,
+}
+
+/// A policy evaluator's answer: allow, deny or escalate, never defer (capacity is not a policy
+/// question). A deny may carry `stop`, which cancels the turn's other pending calls.
+///
+/// ```
+/// use warden_contracts::*;
+/// let a = PolicyAnswer::new(
+///     Disposition::Escalate,
+///     DecisionReason::new(ReasonCode::PolicyRule, "ask by bash(git push:*)"),
+///     "policy",
+/// ).unwrap();
+/// assert_eq!(a.authority(), "human");
+/// assert!(PolicyAnswer::new(
+///     Disposition::Defer, DecisionReason::new(ReasonCode::Capacity, "full"), "policy",
+/// ).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, try_from = "PolicyAnswerWire")]
+pub struct PolicyAnswer {
+    disposition: Disposition,
+    reason: DecisionReason,
+    evaluator: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stop: bool,
+    #[serde(default = "default_authority")]
+    authority: String,
+}
+
+fn default_authority() -> String {
+    "human".to_owned()
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PolicyAnswerWire {
+    disposition: Disposition,
+    reason: DecisionReason,
+    evaluator: String,
+    #[serde(default)]
+    stop: bool,
+    #[serde(default = "default_authority")]
+    authority: String,
+}
+
+impl TryFrom<PolicyAnswerWire> for PolicyAnswer {
+    type Error = ContractError;
+    fn try_from(w: PolicyAnswerWire) -> Result<Self, Self::Error> {
+        let mut a = Self::new(w.disposition, w.reason, w.evaluator)?.with_authority(w.authority)?;
+        if w.stop {
+            a = a.with_stop()?;
+        }
+        Ok(a)
+    }
+}
+
+impl PolicyAnswer {
+    /// An answer; `disposition` must not be `Defer`, and `evaluator` must name who decided.
+    /// An escalation asks the `human` authority unless [`Self::with_authority`] names another.
+    pub fn new(
+        disposition: Disposition,
+        reason: DecisionReason,
+        evaluator: impl Into<String>,
+    ) -> Result<Self, ContractError> {
+        let evaluator = evaluator.into();
+        if disposition == Disposition::Defer {
+            return Err(ContractError::Inconsistent(
+                "a policy never defers: capacity is the admission stage's question".into(),
+            ));
+        }
+        if evaluator.trim().is_empty() {
+            return Err(ContractError::invalid(
+                "evaluator",
+                &evaluator,
+                "must name the evaluator that decided",
+            ));
+        }
+        Ok(Self {
+            disposition,
+            reason,
+            evaluator,
+            stop: false,
+            authority: default_authority(),
+        })
+    }
+
+    /// The same deny, also stopping the turn's other pending calls. Only a deny stops.
+    pub fn with_stop(mut self) -> Result<Self, ContractError> {
+        if self.disposition != Disposition::Deny {
+            return Err(ContractError::Inconsistent(
+                "only a deny can stop the turn".into(),
+            ));
+        }
+        self.stop = true;
+        Ok(self)
+    }
+
+    /// The same answer naming the authority an escalation asks (non-empty).
+    pub fn with_authority(mut self, authority: impl Into<String>) -> Result<Self, ContractError> {
+        let authority = authority.into();
+        if authority.trim().is_empty() {
+            return Err(ContractError::invalid(
+                "authority",
+                &authority,
+                "must name an approval authority",
+            ));
+        }
+        self.authority = authority;
+        Ok(self)
+    }
+
+    /// Allow, deny or escalate.
+    pub fn disposition(&self) -> Disposition {
+        self.disposition
+    }
+    /// Why.
+    pub fn reason(&self) -> &DecisionReason {
+        &self.reason
+    }
+    /// Who decided (`policy`, a permission's name…).
+    pub fn evaluator(&self) -> &str {
+        &self.evaluator
+    }
+    /// Whether a deny stops the turn.
+    pub fn stop(&self) -> bool {
+        self.stop
+    }
+    /// The authority an escalation asks.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+}
+
+/// An evaluator that could not answer. The executor treats it as a deny (an evaluator failure
+/// never allows).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("evaluator failed: {message}")]
+pub struct EvaluatorError {
+    /// What failed (no secrets).
+    pub message: String,
+}
+
+/// The compiled policy (declarative rules and programmable permissions) as the executor sees
+/// it: one pinned snapshot that answers allow, deny or escalate for a call.
+#[async_trait]
+pub trait PolicyEvaluator: Send + Sync {
+    /// The exact snapshot this evaluator decides with; a context bound to another snapshot is
+    /// refused before any policy runs.
+    fn snapshot(&self) -> &PolicySnapshotRef;
+    /// Decides one call. Must be deterministic for a given snapshot and query.
+    async fn evaluate(&self, query: &PolicyQuery<'_>) -> Result<PolicyAnswer, EvaluatorError>;
+}
+
+/// A capacity lease: while it lives, the admitted call holds its slot; dropping it releases the
+/// slot, on every path (success, failure, panic, cancellation).
+pub struct CapacityLease {
+    _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for CapacityLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapacityLease")
+            .field("holds_slot", &self._guard.is_some())
+            .finish()
+    }
+}
+
+impl CapacityLease {
+    /// A lease whose `guard` releases the slot when dropped.
+    pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
+        Self {
+            _guard: Some(Box::new(guard)),
+        }
+    }
+
+    /// A lease that holds nothing (no limit applies).
+    pub fn unlimited() -> Self {
+        Self { _guard: None }
+    }
+}
+
+/// Capacity is full: not now. Never a security verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityFull {
+    /// Which limit is full (no secrets).
+    pub reason: String,
+    /// When a retry may succeed, if known.
+    pub retry_at: Option<Timestamp>,
+}
+
+/// Capacity and rate admission, separate from security: it answers "not now", never "no".
+pub trait Capacity: Send + Sync {
+    /// Reserves a slot for one call of `action` at `now`, or says when to retry.
+    fn try_acquire(&self, action: &str, now: Timestamp) -> Result<CapacityLease, CapacityFull>;
 }

@@ -437,16 +437,22 @@ fn failure() -> impl Strategy<Value = Failure> {
 
 fn outcome() -> impl Strategy<Value = ExecutionOutcome> {
     prop_oneof![
-        (request_id(), profile(), json_value(), evidence_refs()).prop_map(
-            |(request_id, profile, result, evidence)| {
+        (
+            request_id(),
+            profile(),
+            json_value(),
+            evidence_refs(),
+            degradations()
+        )
+            .prop_map(|(request_id, profile, result, evidence, degradations)| {
                 ExecutionOutcome::Succeeded {
                     request_id,
                     profile,
                     result,
                     evidence,
+                    degradations,
                 }
-            }
-        ),
+            }),
         (
             request_id(),
             profile(),
@@ -492,42 +498,49 @@ fn outcome() -> impl Strategy<Value = ExecutionOutcome> {
             profile(),
             failure(),
             any::<bool>(),
-            evidence_refs()
+            evidence_refs(),
+            degradations()
         )
-            .prop_map(|(request_id, profile, failure, call_executed, evidence)| {
-                ExecutionOutcome::Failed {
-                    request_id,
-                    profile,
-                    failure,
-                    call_executed,
-                    evidence,
+            .prop_map(
+                |(request_id, profile, failure, call_executed, evidence, degradations)| {
+                    ExecutionOutcome::Failed {
+                        request_id,
+                        profile,
+                        failure,
+                        call_executed,
+                        evidence,
+                        degradations,
+                    }
                 }
-            }),
-        (request_id(), profile(), any::<bool>()).prop_map(
-            |(request_id, profile, call_executed)| {
+            ),
+        (request_id(), profile(), any::<bool>(), degradations()).prop_map(
+            |(request_id, profile, call_executed, degradations)| {
                 ExecutionOutcome::Cancelled {
                     request_id,
                     profile,
                     call_executed,
+                    degradations,
                 }
             }
         ),
-        (request_id(), profile(), any::<bool>()).prop_map(
-            |(request_id, profile, call_executed)| {
+        (request_id(), profile(), any::<bool>(), degradations()).prop_map(
+            |(request_id, profile, call_executed, degradations)| {
                 ExecutionOutcome::TimedOut {
                     request_id,
                     profile,
                     call_executed,
+                    degradations,
                 }
             }
         ),
-        (request_id(), profile(), text()).prop_map(|(request_id, profile, message)| {
-            ExecutionOutcome::Ambiguous {
+        (request_id(), profile(), text(), degradations()).prop_map(
+            |(request_id, profile, message, degradations)| ExecutionOutcome::Ambiguous {
                 request_id,
                 profile,
                 message,
+                degradations,
             }
-        }),
+        ),
     ]
 }
 
@@ -623,7 +636,7 @@ fn chain_head() -> impl Strategy<Value = ChainHead> {
     })
 }
 
-const FAILURES: [VerificationFailure; 8] = [
+const FAILURES: [VerificationFailure; 13] = [
     VerificationFailure::InvalidGenesis,
     VerificationFailure::SequenceGap,
     VerificationFailure::BrokenLink,
@@ -632,6 +645,11 @@ const FAILURES: [VerificationFailure; 8] = [
     VerificationFailure::UnknownHashAlgorithm,
     VerificationFailure::HeadMismatch,
     VerificationFailure::MalformedRecord,
+    VerificationFailure::InvalidPayload,
+    VerificationFailure::OrphanRecord,
+    VerificationFailure::DuplicateTerminal,
+    VerificationFailure::MissingTerminal,
+    VerificationFailure::RecordAfterClose,
 ];
 
 fn verification() -> impl Strategy<Value = VerificationResult> {
@@ -664,8 +682,8 @@ const CAPABILITIES: [Capability; 6] = [
     Capability::ProcessIsolation,
 ];
 
-fn capability_report() -> impl Strategy<Value = CapabilityReport> {
-    let entry = (
+fn capability_entry() -> impl Strategy<Value = CapabilityEntry> {
+    (
         proptest::sample::select(CAPABILITIES.to_vec()),
         prop_oneof![
             Just(CapabilityStatus::Enforced),
@@ -678,8 +696,16 @@ fn capability_report() -> impl Strategy<Value = CapabilityReport> {
             capability,
             status,
             detail,
-        });
-    (backend_ref(), proptest::collection::vec(entry, 0..6))
+        })
+}
+
+/// Optional containment a call ran without (usually none).
+fn degradations() -> impl Strategy<Value = Vec<CapabilityEntry>> {
+    proptest::collection::vec(capability_entry(), 0..3)
+}
+
+fn capability_report() -> impl Strategy<Value = CapabilityReport> {
+    (backend_ref(), proptest::collection::vec(capability_entry(), 0..6))
         .prop_map(|(backend, entries)| CapabilityReport { backend, entries })
 }
 
@@ -1119,6 +1145,7 @@ fn a_null_result_is_a_success_and_distinct_from_failure() {
         profile: RuntimeProfile::Governed,
         result: Value::Null,
         evidence: vec![],
+        degradations: vec![],
     };
     let json = serde_json::to_value(&ok).unwrap();
     assert_eq!(
@@ -1135,6 +1162,55 @@ fn a_null_result_is_a_success_and_distinct_from_failure() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn degradations_are_recorded_only_where_a_call_may_have_run() {
+    let entry = CapabilityEntry {
+        capability: Capability::NetworkOff,
+        status: CapabilityStatus::Unsupported,
+        detail: "network_namespace simulated as unavailable".into(),
+    };
+    let r = || RequestId::new("r").unwrap();
+    let failed = ExecutionOutcome::Failed {
+        request_id: r(),
+        profile: RuntimeProfile::Minimal,
+        failure: Failure {
+            kind: "exit_status".into(),
+            message: "exit code 1".into(),
+        },
+        call_executed: true,
+        evidence: vec![],
+        degradations: vec![],
+    }
+    .with_degradations(vec![entry.clone()]);
+    assert_eq!(failed.degradations(), [entry.clone()]);
+    check("ExecutionOutcome", &failed);
+    let json = serde_json::to_value(&failed).unwrap();
+    assert_eq!(json["degradations"][0]["status"], "unsupported");
+    // Nothing ran: nothing ran degraded.
+    let cancelled = ExecutionOutcome::Cancelled {
+        request_id: r(),
+        profile: RuntimeProfile::Minimal,
+        call_executed: false,
+        degradations: vec![],
+    }
+    .with_degradations(vec![entry.clone()]);
+    assert!(cancelled.degradations().is_empty());
+    let denied = ExecutionOutcome::Denied {
+        request_id: r(),
+        profile: RuntimeProfile::Minimal,
+        reason: DecisionReason::new(ReasonCode::Containment, "not proven"),
+        evaluator: "backend".into(),
+        stop: false,
+        evidence: vec![],
+    }
+    .with_degradations(vec![entry]);
+    assert!(denied.degradations().is_empty());
+    // An outcome serialized before degradations existed still reads.
+    let old = json!({"status": "timed_out", "request_id": "r", "profile": "minimal", "call_executed": true});
+    let back: ExecutionOutcome = serde_json::from_value(old).unwrap();
+    assert!(back.degradations().is_empty());
 }
 
 #[test]
@@ -1174,6 +1250,83 @@ fn redacted_values_never_show() {
         },
     );
     check("ReviewVerdict", &ReviewVerdict::Pending {});
+    let digest = Digest::of_json(&json!({"command": "echo safe"})).unwrap();
+    let receipt = ApprovalReceipt::new(
+        ApprovalId::new("ap-1").unwrap(),
+        "bash",
+        digest,
+        None,
+        PrincipalRef {
+            id: PrincipalId::new("alice").unwrap(),
+            kind: PrincipalKind::User,
+        },
+        Timestamp(1),
+        Timestamp(2),
+    )
+    .unwrap();
+    let mut replacement = Map::new();
+    replacement.insert("command".into(), json!("echo safe"));
+    check(
+        "ReviewVerdict",
+        &ReviewVerdict::ApprovedWithArguments {
+            receipt,
+            arguments: replacement,
+        },
+    );
+    check("StageStatus", &StageStatus::Skipped);
+    check(
+        "StageEvent",
+        &StageEvent {
+            request_id: RequestId::new("r-1").unwrap(),
+            stage: Stage::Transform,
+            status: StageStatus::Skipped,
+            detail: Some("no transforms".into()),
+        },
+    );
+    check(
+        "StageEvent",
+        &StageEvent {
+            request_id: RequestId::new("r-1").unwrap(),
+            stage: Stage::Invoke,
+            status: StageStatus::Ran,
+            detail: None,
+        },
+    );
+    let ask = PolicyAnswer::new(
+        Disposition::Escalate,
+        DecisionReason::new(ReasonCode::PolicyRule, "ask").with_rule("bash(git push:*)"),
+        "policy",
+    )
+    .unwrap()
+    .with_authority("security-team")
+    .unwrap();
+    check("PolicyAnswer", &ask);
+    let stop = PolicyAnswer::new(
+        Disposition::Deny,
+        DecisionReason::new(ReasonCode::PolicyRule, "deny"),
+        "policy",
+    )
+    .unwrap()
+    .with_stop()
+    .unwrap();
+    check("PolicyAnswer", &stop);
+    assert!(stop.stop());
+    // A policy never defers, only a deny stops, and the wire form enforces both.
+    assert!(
+        PolicyAnswer::new(
+            Disposition::Defer,
+            DecisionReason::new(ReasonCode::Capacity, "full"),
+            "policy"
+        )
+        .is_err()
+    );
+    assert!(ask.clone().with_stop().is_err());
+    let mut wire = serde_json::to_value(&ask).unwrap();
+    wire["stop"] = json!(true);
+    assert!(serde_json::from_value::<PolicyAnswer>(wire).is_err());
+    let mut wire = serde_json::to_value(&stop).unwrap();
+    wire["disposition"] = json!("defer");
+    assert!(serde_json::from_value::<PolicyAnswer>(wire).is_err());
     let validator = validators().get("Redacted").unwrap();
     assert!(validator.is_valid(&serde_json::to_value(&secret).unwrap()));
 }

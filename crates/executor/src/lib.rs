@@ -5,14 +5,54 @@
 //! cloned, and that `invoke` consumes. So holding a tool is not enough to run it; only the
 //! executor, after every stage has passed, can.
 //!
-//! **Invariant:** a tool's `invoke` runs only with a token minted here, once per token.
+//! Principal types: [`Registry`] (resolution: canonical names, aliases, versions, provenance,
+//! schemas; it never invokes), [`ActionExecutor`] (the contracts `Executor` port: the fixed
+//! stage order, compiled per action into a cached [`ExecutionPlan`]), [`Handlers`] (session
+//! gate, guards, security hooks, transforms, post and error handlers), [`Limits`] (capacity
+//! admission), [`SnapshotPolicy`] (a compiled `warden-policy` snapshot behind the contracts
+//! `PolicyEvaluator` port) and [`ReviewLoop`] (approvals and the reviewer denial bound).
+//!
+//! Key design decision: the stage order is one function over an immutable plan, not a chain of
+//! hooks attached at construction: a tool registered, a plugin materialized or a handler added
+//! cannot change which controls guard an invocation, because the plan is compiled from the
+//! frozen registry and handler set, and the token that `invoke` needs is minted in exactly one
+//! place, after the last security pass. Nothing during execution is an error: every path ends
+//! in one typed `ExecutionOutcome` carrying the runtime profile.
+//!
+//! **Invariant:** a tool's `invoke` runs only with a token minted here, once per token, after
+//! every stage of [`STAGE_ORDER`] before it has passed for the final arguments.
 //!
 //! **Must never:** be bypassable: no public item mints a token or calls `invoke` on a caller's
 //! behalf outside the executor's stage order. `cargo xtask bypass-check` proves it statically.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+mod admission;
+mod approval;
+mod cancel;
+mod error;
+mod executor;
+mod interceptor;
+mod plan;
+mod policy;
+mod registry;
 mod token;
 mod tool;
+mod unwind;
 
+pub use admission::{Clock, Limits, SystemClock};
+pub use approval::{CallbackResult, DenialBound, EscalationCallback, ReviewLoop};
+pub use cancel::CancelToken;
+pub use error::{ApprovalError, ExecutorError};
+pub use executor::{
+    ActionExecutor, DEFAULT_APPROVAL_TTL_MS, ExecuteOptions, ExecutorBuilder, arguments_digest,
+};
+pub use interceptor::{
+    CallView, ErrorDisposition, ErrorHandler, Guard, HandlerError, Handlers, HookVerdict,
+    InvocationFailure, PostHandler, Scope, SecurityHook, SessionGate, Transform,
+};
+pub use plan::{ExecutionPlan, STAGE_ORDER, StageMode};
+pub use policy::SnapshotPolicy;
+pub use registry::{Registry, Resolved};
 pub use token::InvocationToken;
 pub use tool::{Tool, ToolError};

@@ -16,7 +16,6 @@ pub struct InvocationToken {
 impl InvocationToken {
     /// Mints a token for `action` under `request_id`. Crate-private on purpose: the executor is
     /// the only minter.
-    #[allow(dead_code)] // The executor's stage pipeline (issue 6) is its caller.
     pub(crate) fn mint(request_id: RequestId, action: impl Into<String>) -> Self {
         Self {
             request_id,

@@ -1,8 +1,8 @@
 //! The callable trait every tool implements.
 
 use async_trait::async_trait;
-use serde_json::Value;
-use warden_contracts::ActionDescriptor;
+use serde_json::{Map, Value};
+use warden_contracts::{ActionDescriptor, Hints};
 
 use crate::token::InvocationToken;
 
@@ -14,6 +14,24 @@ use crate::token::InvocationToken;
 pub trait Tool: Send + Sync {
     /// The tool's identity, schema and hints.
     fn descriptor(&self) -> &ActionDescriptor;
+
+    /// The tool's intrinsic guard (stage `guards`): refuses arguments the tool must never run
+    /// with (a path outside its workspace, an oversized input), before any policy is consulted
+    /// and again on the final arguments. It must be pure and cheap: it decides, it never acts.
+    /// `Err` carries a message naming the problem. The default accepts everything.
+    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+        let _ = arguments;
+        Ok(())
+    }
+
+    /// Hints for one call: what *these* arguments would do (for example a `bash` command the
+    /// shell splitter classifies as read-only), for a front deciding what to ask about or run
+    /// in parallel. Like the guard, pure and cheap; it never acts, and it is advice, never a
+    /// permission. The default is the descriptor's static hints.
+    fn hints_for(&self, arguments: &Map<String, Value>) -> Hints {
+        let _ = arguments;
+        self.descriptor().hints()
+    }
 
     /// Performs the call with already validated and authorized arguments. Consumes the token.
     /// A successful `null` result is `Ok(Value::Null)`, distinct from a failure.

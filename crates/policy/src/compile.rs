@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Value, json};
 use warden_contracts::{Digest, PolicySnapshotRef};
 
+use crate::containment::Containment;
 use crate::decl::{
     Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
 };
@@ -76,6 +77,7 @@ pub struct PolicyBuilder {
     aliases: BTreeMap<String, Vec<String>>,
     env: PathEnv,
     first_label: Option<String>,
+    containment: Option<Containment>,
 }
 
 impl Default for PolicyBuilder {
@@ -100,6 +102,7 @@ impl PolicyBuilder {
                 home: None,
             },
             first_label: None,
+            containment: None,
         }
     }
 
@@ -118,6 +121,16 @@ impl PolicyBuilder {
     /// Sets the default; with several calls (or files) the strictest wins.
     pub fn default(mut self, default: Decision) -> Self {
         self.default = Some(self.default.map_or(default, |d| d.max(default)));
+        self
+    }
+
+    /// Sets the containment requirements; with several calls (or files) each mechanism takes
+    /// the strictest requirement and the environment the intersection of the allowlists.
+    pub fn containment(mut self, c: Containment) -> Self {
+        self.containment = Some(match self.containment.take() {
+            None => c,
+            Some(prev) => prev.strictest(&c),
+        });
         self
     }
 
@@ -185,6 +198,9 @@ impl PolicyBuilder {
         }
         if let Some(d) = f.default {
             self = self.default(d);
+        }
+        if let Some(c) = &f.containment {
+            self = self.containment(c.clone());
         }
         for (tool, profile) in &f.tools {
             let at = Location {
@@ -411,6 +427,7 @@ pub struct PolicySnapshot {
     pub(crate) lists: [ListIndex; 3],
     pub(crate) profiles: BTreeMap<String, ToolProfile>,
     pub(crate) env: PathEnv,
+    pub(crate) containment: Containment,
 }
 
 impl PolicySnapshot {
@@ -463,6 +480,10 @@ impl PolicySnapshot {
     /// The effective tool profiles.
     pub fn profiles(&self) -> &BTreeMap<String, ToolProfile> {
         &self.profiles
+    }
+    /// What tool processes must be confined to (full containment unless the policy relaxed it).
+    pub fn containment(&self) -> &Containment {
+        &self.containment
     }
     /// Where relative paths are anchored.
     pub fn path_env(&self) -> &PathEnv {
@@ -618,6 +639,7 @@ impl Compiler {
             lists,
             profiles: b.profiles.clone(),
             env: b.env.clone(),
+            containment: b.containment.clone().unwrap_or_default(),
         })
     }
 }
@@ -773,5 +795,6 @@ fn canonical_form(
         "rules": rules,
         "tools": b.profiles.iter().map(|(k, v)| (k.clone(), json!({"match": v.matcher.name(), "field": v.field}))).collect::<serde_json::Map<_, _>>(),
         "aliases": b.aliases,
+        "containment": b.containment.clone().unwrap_or_default(),
     })
 }

@@ -118,6 +118,43 @@ pub(crate) struct Prepared {
     permit: Value,
     /// Why the program cannot be known statically.
     unknown: Option<String>,
+    /// More readings deny and ask rules try (a shell command's literal argv, each wrapper
+    /// layer, …); empty for every other subject.
+    also: Vec<Value>,
+    /// Extra conditions on allow rules (argument-extending inner commands, hazards).
+    allow_only: AllowOnly,
+    /// The shell command behind the subject, for explanations.
+    pub(crate) shell: Option<shell::ShellCommand>,
+}
+
+/// Conditions an allow rule must meet, besides matching, to allow a subject.
+#[derive(Debug, Clone, Default)]
+struct AllowOnly {
+    /// Only a rule of the form `x:*` (the inner command of `xargs`, `find -exec`: arguments
+    /// are appended).
+    word_prefix: bool,
+    /// Words the rule's specifier must spell (`find -delete`).
+    hazards: Vec<String>,
+}
+
+impl AllowOnly {
+    fn admits(&self, rule: &CompiledRule) -> bool {
+        if !self.word_prefix && self.hazards.is_empty() {
+            return true;
+        }
+        // A bare rule (`bash`) allows every command of its tool.
+        let Some(spec) = rule.rule.pattern() else {
+            return true;
+        };
+        let spec = spec.trim_end();
+        if self.word_prefix && !spec.ends_with(":*") {
+            return false;
+        }
+        self.hazards.iter().all(|h| {
+            spec.split(|c: char| c.is_whitespace())
+                .any(|w| w == h || w.trim_end_matches(":*") == h)
+        })
+    }
 }
 
 impl PolicySnapshot {
@@ -173,11 +210,15 @@ impl PolicySnapshot {
                 Some(g) => g.matches(tool),
                 None => rule.rule.tool() == tool,
             };
+            let also: &[Value] = match view {
+                View::Restrict => &p.also,
+                View::Permit => &[],
+            };
             if !applies
-                || !rule
-                    .pattern
-                    .as_ref()
-                    .is_none_or(|pat| pat.matches(value, view))
+                || !rule.pattern.as_ref().is_none_or(|pat| {
+                    pat.matches(value, view) || also.iter().any(|v| pat.matches(v, view))
+                })
+                || (list == ListKind::Allow && !p.allow_only.admits(rule))
             {
                 continue;
             }
@@ -200,11 +241,11 @@ impl PolicySnapshot {
             let field = profile.map_or("command", |p| p.field.as_str());
             if let Some(command) = call.args.get(field).and_then(Json::as_str) {
                 return match shell::split_command(command) {
-                    Err(e) => Split::Refused(e.0),
-                    Ok(commands) => Split::Subjects(
-                        commands
+                    Err(e) => Split::Refused(e.to_string()),
+                    Ok(subjects) => Split::Subjects(
+                        subjects
                             .into_iter()
-                            .map(|c| self.prepare_shell(call, c))
+                            .map(|s| self.prepare_shell(call, s))
                             .collect(),
                     ),
                 };
@@ -228,19 +269,39 @@ impl PolicySnapshot {
             .map_or_else(|| call.tool.clone(), str::to_owned)
     }
 
-    fn prepare_shell(&self, call: &Call, c: shell::ShellCommand) -> Prepared {
+    /// Prepares one subject of a `bash` command: a simple command is a `bash` subject (allow
+    /// rules see its written words, deny and ask rules every normalized reading); an output
+    /// redirect target is a `write` subject; an input target is a `read` constraint, which is
+    /// unknown (so never neutral) only when `read` has a deny or ask rule it could have met.
+    fn prepare_shell(&self, call: &Call, s: shell::ShellSubject) -> Prepared {
+        let c = match s {
+            shell::ShellSubject::Command(c) => c,
+            shell::ShellSubject::Write(r) => return self.prepare_redirect(call, r, "write", false),
+            shell::ShellSubject::Read(r) => return self.prepare_redirect(call, r, "read", true),
+        };
         let kind = self.profiles.get("bash").map(|p| p.matcher);
-        let (restrict, permit) = match kind {
+        let (restrict, permit, also) = match kind {
             Some(MatcherKind::Shell) | None => {
-                let v = Value::Shell {
+                let restrict = Value::Shell {
                     written: c.written.clone(),
                     normalized: c.normalized.clone(),
                 };
-                (v.clone(), v)
+                let permit = restrict.clone();
+                let also = c
+                    .also
+                    .iter()
+                    .map(|r| Value::Shell {
+                        // Only deny and ask rules read these: the normalized side.
+                        written: Vec::new(),
+                        normalized: r.clone(),
+                    })
+                    .collect();
+                (restrict, permit, also)
             }
             Some(_) => (
                 Value::Text(c.normalized.join(" ")),
                 Value::Text(c.written.join(" ")),
+                c.also.iter().map(|r| Value::Text(r.join(" "))).collect(),
             ),
         };
         let field = self
@@ -251,14 +312,62 @@ impl PolicySnapshot {
             tool: call.tool.clone(),
             text: c.text.clone(),
             args: serde_json::json!({ field: c.text }),
-            constrain: false,
+            constrain: c.constraint,
         };
         Prepared {
             subject,
             restrict,
             permit,
-            unknown: c.unknown,
+            unknown: c.unknown.clone(),
+            also,
+            allow_only: AllowOnly {
+                word_prefix: c.extends,
+                hazards: c.hazards.clone(),
+            },
+            shell: Some(c),
         }
+    }
+
+    fn prepare_redirect(
+        &self,
+        call: &Call,
+        r: shell::Redirect,
+        tool: &str,
+        constrain: bool,
+    ) -> Prepared {
+        let field = self
+            .profiles
+            .get(tool)
+            .map_or_else(|| "path".to_owned(), |p| p.field.clone());
+        let subject = Subject {
+            tool: tool.to_owned(),
+            text: r.text.clone(),
+            args: serde_json::json!({ field: r.path }),
+            constrain,
+        };
+        let unknown = match (&r.unknown, constrain) {
+            (Some(why), true) => self.tool_has_restricting_rules(tool).then(|| why.clone()),
+            (u, false) => u.clone(),
+            (None, true) => None,
+        };
+        self.prepare(call, subject, unknown)
+    }
+
+    /// Whether any deny or ask rule (or tool glob) could apply to `tool`.
+    fn tool_has_restricting_rules(&self, tool: &str) -> bool {
+        [ListKind::Deny, ListKind::Ask].into_iter().any(|list| {
+            let index = &self.lists[slot(list)];
+            index
+                .by_tool
+                .get(tool)
+                .is_some_and(|t| t.has_specifier_rules || !t.bare.is_empty())
+                || index.tool_globs.iter().any(|&id| {
+                    self.rules[id as usize]
+                        .tool_glob
+                        .as_ref()
+                        .is_some_and(|g| g.matches(tool))
+                })
+        })
     }
 
     fn prepare(&self, call: &Call, subject: Subject, unknown: Option<String>) -> Prepared {
@@ -287,6 +396,9 @@ impl PolicySnapshot {
             restrict: value.clone(),
             permit: value,
             unknown,
+            also: Vec::new(),
+            allow_only: AllowOnly::default(),
+            shell: None,
         }
     }
 
@@ -300,14 +412,20 @@ impl PolicySnapshot {
         let tool = p.subject.tool.as_str();
         let mut candidates: Vec<u32> = Vec::new();
         let tool_index = index.by_tool.get(tool);
+        let also: &[Value] = match view {
+            View::Restrict => &p.also,
+            View::Permit => &[],
+        };
         if let Some(t) = tool_index {
             candidates.extend_from_slice(&t.bare);
             if !t.keyed.is_empty() {
-                value.for_each_probe(&mut |probe| {
-                    if let Some(ids) = t.keyed.get(probe) {
-                        candidates.extend_from_slice(ids);
-                    }
-                });
+                for v in std::iter::once(value).chain(also) {
+                    v.for_each_probe(&mut |probe| {
+                        if let Some(ids) = t.keyed.get(probe) {
+                            candidates.extend_from_slice(ids);
+                        }
+                    });
+                }
             }
         }
         for &id in &index.tool_globs {
@@ -327,11 +445,12 @@ impl PolicySnapshot {
             .into_iter()
             .map(|id| &self.rules[id as usize])
             .find(|rule| {
-                let fires = rule
-                    .pattern
-                    .as_ref()
-                    .is_none_or(|pat| pat.matches(value, view));
-                fires && !tool_index.is_some_and(|t| self.carved_out(t, rule, list, p))
+                let fires = rule.pattern.as_ref().is_none_or(|pat| {
+                    pat.matches(value, view) || also.iter().any(|v| pat.matches(v, view))
+                });
+                fires
+                    && (list != ListKind::Allow || p.allow_only.admits(rule))
+                    && !tool_index.is_some_and(|t| self.carved_out(t, rule, list, p))
             })
     }
 

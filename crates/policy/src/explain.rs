@@ -30,6 +30,55 @@ pub struct SubjectTrace {
     pub tool: String,
     /// Every rule that matched it, in evaluation order, per list.
     pub matches: Vec<RuleMatch>,
+    /// For a shell command: how the splitter read it (what allow and deny/ask rules see).
+    pub shell: Option<ShellTrace>,
+}
+
+/// How the shell splitter read one simple command (design.md §4.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShellTrace {
+    /// The words allow rules see (as written; transparent wrappers removed).
+    pub written: Vec<String>,
+    /// The normalized argv deny and ask rules see first.
+    pub normalized: Vec<String>,
+    /// Every other argv deny and ask rules try (the literal argv, wrapper layers, …).
+    pub also: Vec<Vec<String>>,
+    /// Notes for a person: how it was reached (`bash -c`, `xargs`), why its program is
+    /// unknown, whether it is a constraint, argument-extending, or has hazards.
+    pub notes: Vec<String>,
+}
+
+impl ShellTrace {
+    fn of(c: &crate::shell::ShellCommand) -> ShellTrace {
+        let mut notes = Vec::new();
+        if let Some(via) = &c.via {
+            notes.push(format!("reached through {via}"));
+        }
+        if let Some(why) = &c.unknown {
+            notes.push(format!("unknown program: {why}; never allowed"));
+        }
+        if c.constraint {
+            notes.push(
+                "a wrapper or shell whose inner commands are subjects of their own: deny and ask rules only".into(),
+            );
+        }
+        if c.extends {
+            notes
+                .push("arguments are appended to it: only an allow rule `x:*` can allow it".into());
+        }
+        for h in &c.hazards {
+            notes.push(format!("`{h}`: an allow rule must spell it"));
+        }
+        if c.read_only {
+            notes.push("read-only".into());
+        }
+        ShellTrace {
+            written: c.written.clone(),
+            normalized: c.normalized.clone(),
+            also: c.also.clone(),
+            notes,
+        }
+    }
 }
 
 /// A verdict with everything behind it.
@@ -55,6 +104,7 @@ impl PolicySnapshot {
                     .into_iter()
                     .flat_map(|list| self.all_matches(list, p))
                     .collect(),
+                shell: p.shell.as_ref().map(ShellTrace::of),
             })
             .collect();
         Explanation { verdict, subjects }

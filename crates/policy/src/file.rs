@@ -184,9 +184,9 @@ pub struct PolicyFile {
     /// Reserved: approvers (not supported yet; refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvers: Option<serde_json::Value>,
-    /// Reserved: containment requirements (not supported yet; refused).
+    /// What tool processes must be confined to (`[containment]`); absent means full containment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub containment: Option<serde_json::Value>,
+    pub containment: Option<crate::containment::Containment>,
     /// Reserved: subagent scope (not supported yet; refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<serde_json::Value>,
@@ -204,7 +204,6 @@ impl PolicyFile {
             ("mcp", &self.mcp),
             ("modes", &self.modes),
             ("approvers", &self.approvers),
-            ("containment", &self.containment),
             ("scope", &self.scope),
             ("directives", &self.directives),
         ] {

@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod compile;
+pub mod containment;
 mod decl;
 pub mod edge;
 mod engine;
@@ -49,12 +50,13 @@ pub mod shell;
 mod wildcard;
 
 pub use compile::{PolicyBuilder, PolicySnapshot, SNAPSHOT_FORMAT, SourceInfo};
+pub use containment::{Containment, NetworkRequirement, Requirement};
 pub use decl::{
     Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
 };
 pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver};
 pub use error::{Location, PolicyError, RuleErrorKind};
-pub use explain::{Explanation, RuleMatch, SubjectTrace};
+pub use explain::{Explanation, RuleMatch, ShellTrace, SubjectTrace};
 pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
 pub use matcher::{MatcherKind, PathEnv};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};

@@ -550,12 +550,16 @@ fn built_in_profiles_and_aliases() {
 
 #[test]
 fn the_shell_stopgap_fails_closed() {
-    let p = "default = \"allow\"\nallow = [\"bash(git:*)\"]\ndeny = [\"bash(rm:*)\"]\n";
+    // The stopgap's table, now through the tree-sitter splitter (issue 4): every deny stays a
+    // deny, and a compound command is now denied by the rule its denied subject meets. A
+    // redirect target is a `write` subject, so `edit(/etc/**)` keeps `ls > /etc/passwd` denied
+    // under the default `allow`.
+    let p = "default = \"allow\"\nallow = [\"bash(git:*)\"]\ndeny = [\"bash(rm:*)\", \"edit(/etc/**)\"]\n";
     let table: &[(&str, Decision, Option<&str>)] = &[
         ("git status", Decision::Allow, Some("bash(git:*)")),
-        ("git status && rm -rf /", Decision::Deny, None),
-        ("echo $(rm -rf /)", Decision::Deny, None),
-        ("ls > /etc/passwd", Decision::Deny, None),
+        ("git status && rm -rf /", Decision::Deny, Some("bash(rm:*)")),
+        ("echo $(rm -rf /)", Decision::Deny, Some("bash(rm:*)")),
+        ("ls > /etc/passwd", Decision::Deny, Some("write(/etc/**)")),
         ("'r''m' -rf /", Decision::Deny, Some("bash(rm:*)")),
         ("/bin/RM -rf /", Decision::Deny, Some("bash(rm:*)")),
         ("FOO=1 rm -rf /", Decision::Deny, Some("bash(rm:*)")),
@@ -818,4 +822,50 @@ fn every_decision_reaches_the_journal_exactly_once() {
         (None, None)
     );
     assert_eq!(entries[3].5, "splitter failed; denied whatever the default");
+}
+
+// ------------------------------------------------------------------ [containment]
+
+#[test]
+fn containment_defaults_to_strict_and_merges_to_the_strictest() {
+    let strict = compile("default = \"ask\"\n", Format::Toml).unwrap();
+    assert_eq!(strict.containment(), &Containment::default());
+    assert_eq!(strict.containment().env, ["PATH", "HOME", "LANG", "TERM"]);
+    let relaxed_text = "default = \"ask\"\n[containment]\nnetwork_off = \"allowed\"\nwrite_roots = \"optional\"\nenv = [\"PATH\", \"CARGO_HOME\"]\n";
+    let relaxed = compile(relaxed_text, Format::Toml).unwrap();
+    assert_eq!(
+        relaxed.containment().network_off,
+        NetworkRequirement::Allowed
+    );
+    assert_eq!(relaxed.containment().write_roots, Requirement::Optional);
+    assert_eq!(relaxed.containment().env_allowlist, Requirement::Required);
+    assert_ne!(
+        relaxed.digest(),
+        strict.digest(),
+        "containment is semantics"
+    );
+    // Two files: each mechanism takes the stricter side, the environment the intersection.
+    let other = load(
+        "default = \"ask\"\n[containment]\nnetwork_off = \"optional\"\nenv = [\"PATH\"]\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let mut other = other;
+    other.stem = "other".into();
+    let merged =
+        PolicySnapshot::from_files(&[load(relaxed_text, Format::Toml).unwrap(), other], env())
+            .unwrap();
+    assert_eq!(
+        merged.containment().network_off,
+        NetworkRequirement::Optional
+    );
+    // The other file's table leaves `write_roots` out, which means the strict default.
+    assert_eq!(merged.containment().write_roots, Requirement::Required);
+    assert_eq!(merged.containment().env, ["PATH"]);
+    let e = compile(
+        "default = \"ask\"\n[containment]\nnetwork = \"off\"\n",
+        Format::Toml,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("unknown field `network`"), "{e}");
 }

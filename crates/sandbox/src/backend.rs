@@ -51,19 +51,79 @@ pub struct SubprocessBackend {
     limits: Limits,
 }
 
+/// A containment mechanism the backend probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// Landlock filesystem rules.
+    Landlock,
+    /// A fresh user + network namespace.
+    NetworkNamespace,
+    /// The environment cleared to an allowlist.
+    Environment,
+    /// `setrlimit` limits.
+    Rlimits,
+}
+
+impl Mechanism {
+    /// Every mechanism.
+    pub const ALL: [Mechanism; 4] = [
+        Self::Landlock,
+        Self::NetworkNamespace,
+        Self::Environment,
+        Self::Rlimits,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Landlock => "landlock",
+            Self::NetworkNamespace => "network_namespace",
+            Self::Environment => "environment",
+            Self::Rlimits => "rlimits",
+        }
+    }
+}
+
+/// Options for [`SubprocessBackend::probe_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ProbeOptions {
+    /// Mechanisms to treat as missing, as on a kernel without them. For tests and for operators
+    /// who want to see how a policy behaves without a mechanism; never widens anything.
+    pub simulate_unavailable: Vec<Mechanism>,
+}
+
 impl SubprocessBackend {
     /// Probes every mechanism with `helper` (a binary that calls [`crate::helper::dispatch`]) and
     /// builds the backend with what the probes proved. Blocking: run it once at start.
     pub fn probe(helper: PathBuf) -> Result<Self, SandboxError> {
+        Self::probe_with(helper, &ProbeOptions::default())
+    }
+
+    /// [`Self::probe`] with options.
+    pub fn probe_with(helper: PathBuf, options: &ProbeOptions) -> Result<Self, SandboxError> {
         if !helper::is_executable(&helper) {
             return Err(SandboxError::Helper(format!(
                 "{} is not an executable file",
                 helper.display()
             )));
         }
-        let landlock = probe_landlock(&helper);
-        let netns = run_probe(&helper, &["netns"], &[]);
-        let env = probe_env(&helper);
+        let simulated = |m: Mechanism, r: ProbeResult| {
+            if options.simulate_unavailable.contains(&m) {
+                ProbeResult {
+                    status: "unsupported".into(),
+                    detail: format!("{} simulated as unavailable", m.name()),
+                }
+            } else {
+                r
+            }
+        };
+        let landlock = simulated(Mechanism::Landlock, probe_landlock(&helper));
+        let netns = simulated(
+            Mechanism::NetworkNamespace,
+            run_probe(&helper, &["netns"], &[]),
+        );
+        let env = simulated(Mechanism::Environment, probe_env(&helper));
         let entry = |capability, r: &ProbeResult| CapabilityEntry {
             capability,
             status: match r.status.as_str() {
@@ -80,10 +140,13 @@ impl SubprocessBackend {
                 landlock.detail
             ),
         };
-        let limits = ProbeResult {
-            status: "enforced".into(),
-            detail: "setrlimit(CPU, NPROC, FSIZE) in the helper before exec; wall time and output bytes by the parent".into(),
-        };
+        let limits = simulated(
+            Mechanism::Rlimits,
+            ProbeResult {
+                status: "enforced".into(),
+                detail: "setrlimit(CPU, NPROC, FSIZE) in the helper before exec; wall time and output bytes by the parent".into(),
+            },
+        );
         let isolation = ProbeResult {
             status: "enforced".into(),
             detail: "every call runs in its own process".into(),
@@ -111,6 +174,32 @@ impl SubprocessBackend {
         })
     }
 
+    /// Each mechanism with whether it is supported and the probe's evidence (for
+    /// `warden sandbox probe`).
+    pub fn mechanisms(&self) -> Vec<(Mechanism, bool, String)> {
+        let of = |c| {
+            self.report
+                .entries
+                .iter()
+                .find(|e| e.capability == c)
+                .map_or((false, String::new()), |e| {
+                    (e.status == CapabilityStatus::Enforced, e.detail.clone())
+                })
+        };
+        Mechanism::ALL
+            .into_iter()
+            .map(|m| {
+                let (ok, detail) = of(match m {
+                    Mechanism::Landlock => Capability::FilesystemWriteRoots,
+                    Mechanism::NetworkNamespace => Capability::NetworkOff,
+                    Mechanism::Environment => Capability::EnvAllowlist,
+                    Mechanism::Rlimits => Capability::ResourceLimits,
+                });
+                (m, ok, detail)
+            })
+            .collect()
+    }
+
     /// The same backend with other resource limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -131,6 +220,9 @@ impl SubprocessBackend {
         }
         if !spec.network && !self.proven(Capability::NetworkOff) {
             return Err(containment("network off (user+network namespace)"));
+        }
+        if !self.proven(Capability::EnvAllowlist) {
+            return Err(containment("the environment allowlist"));
         }
         let mut env = BTreeMap::new();
         for name in &spec.env_allowlist {

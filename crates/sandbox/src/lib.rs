@@ -21,8 +21,10 @@ mod backend;
 mod confine;
 mod error;
 pub mod helper;
+mod in_process;
 mod spec;
 
-pub use backend::{DEFAULT_LIMITS, SUBPROCESS, SubprocessBackend};
+pub use backend::{DEFAULT_LIMITS, Mechanism, ProbeOptions, SUBPROCESS, SubprocessBackend};
 pub use error::SandboxError;
+pub use in_process::{IN_PROCESS, InProcessBackend};
 pub use spec::{Limits, SandboxSpec};

@@ -164,3 +164,68 @@ fn the_helper_fails_closed() {
     let out = std::process::Command::new(helper()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_listener_on_the_host_loopback_sees_no_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let out = rt()
+        .block_on(backend().run(spec("bash", &["-c", &script], dir.path(), &[dir.path()])))
+        .unwrap();
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert!(!out.stdout.contains("connected"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(listener.accept().is_err(), "the listener saw a connection");
+}
+
+#[test]
+fn a_missing_mechanism_is_reported_and_required_containment_refuses_to_run() {
+    use warden_sandbox::{Mechanism, ProbeOptions};
+    let options = ProbeOptions {
+        simulate_unavailable: vec![Mechanism::Landlock],
+    };
+    let degraded = SubprocessBackend::probe_with(helper(), &options).unwrap();
+    assert_eq!(
+        degraded
+            .capabilities()
+            .status(Capability::FilesystemWriteRoots),
+        CapabilityStatus::Unsupported
+    );
+    let (_, supported, detail) = degraded.mechanisms()[0].clone();
+    assert!(!supported && detail.contains("simulated"), "{detail}");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let err = rt()
+        .block_on(degraded.run(spec("sh", &["-c", &script], dir.path(), &[dir.path()])))
+        .unwrap_err();
+    assert!(
+        matches!(err, warden_contracts::BackendError::Containment { .. }),
+        "{err}"
+    );
+    assert!(
+        !marker.exists(),
+        "nothing runs when required containment is not proven"
+    );
+
+    let no_net = SubprocessBackend::probe_with(
+        helper(),
+        &ProbeOptions {
+            simulate_unavailable: vec![Mechanism::NetworkNamespace],
+        },
+    )
+    .unwrap();
+    assert!(
+        rt().block_on(no_net.run(spec("true", &[], dir.path(), &[dir.path()])))
+            .is_err()
+    );
+    let mut with_network = spec("true", &[], dir.path(), &[dir.path()]);
+    with_network.network = true;
+    assert_eq!(
+        rt().block_on(no_net.run(with_network)).unwrap().exit_code,
+        Some(0)
+    );
+}

@@ -1,0 +1,193 @@
+//! Evidence throughput and latency (design.md §9): the in-memory chain (target ≥ 300,000
+//! records/s) against its floor (BLAKE3 over the same hash inputs alone), SQLite with
+//! `synchronous=FULL` and group commit under concurrent appenders (target ≥ 50,000 durable
+//! records/s) against one appender, single-append latency, and verification. Results:
+//! docs/benchmarks.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use warden_contracts::*;
+use warden_evidence::*;
+
+const SNAPSHOT: &str = r#"{"default":"ask","deny":["bash(rm:*)"],"id":"bench","version":"1"}"#;
+
+/// A realistic governed chain: genesis, then per operation `policy_bound`,
+/// `operation_started`, `gate_evaluated`, `callable_completed`.
+fn appends(chain: &str, n: usize) -> Vec<EvidenceAppend> {
+    let chain_id = ChainId::new(chain).unwrap();
+    let digest = Digest::of_bytes(SNAPSHOT.as_bytes());
+    let args = Digest::of_bytes(b"arguments");
+    let mut out = Vec::with_capacity(n);
+    for seq in 0..n as u64 {
+        let op = (seq + 3) / 4;
+        let (t, payload) = match seq % 4 {
+            0 if seq == 0 => (
+                RecordType::PolicyBound,
+                json!({"task_boundary_id": chain, "policy_digest": digest, "snapshot_json": SNAPSHOT}),
+            ),
+            1 => (
+                RecordType::PolicyBound,
+                json!({"task_boundary_id": chain, "policy_digest": digest}),
+            ),
+            2 => (
+                RecordType::OperationStarted,
+                json!({"request_id": format!("req-{op}"), "attempt": 1, "action": "bash",
+                       "request_digest": args, "arguments_digest": args,
+                       "principal": {"id": "alice", "kind": "user"},
+                       "scope": {"kind": "ephemeral", "scope_id": "s-1"}, "backend": "in_process",
+                       "policy_digest": digest, "profile": "governed"}),
+            ),
+            3 => (
+                RecordType::GateEvaluated,
+                json!({"gate": "policy", "stage": "authorize", "level": "hard", "verdict": "allow",
+                       "reason_code": "policy_rule", "rule": "bash(git status:*)", "source": "project",
+                       "arguments_digest": args}),
+            ),
+            _ => (
+                RecordType::CallableCompleted,
+                json!({"result_digest": args, "duration_ms": 3}),
+            ),
+        };
+        out.push(EvidenceAppend {
+            chain_id: chain_id.clone(),
+            record_type: t,
+            operation_id: (seq > 0).then(|| OperationId::new(format!("op-{op}")).unwrap()),
+            expected_sequence: seq,
+            policy_id: "bench".into(),
+            policy_version: "1".into(),
+            payload,
+            supersedes_record_id: None,
+            created_at: Timestamp(1_700_000_000_000 + seq),
+        });
+    }
+    out
+}
+
+fn memory(c: &mut Criterion) {
+    let n = 10_000;
+    let entries = appends("mem", n);
+    let mut g = c.benchmark_group("memory_chain");
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("append_10k_records", |b| {
+        b.iter(|| {
+            let store = MemoryStore::new();
+            for e in &entries {
+                black_box(store.append_sync(e).unwrap());
+            }
+        });
+    });
+    // The floor: BLAKE3 over the same records' hash inputs, nothing else.
+    let store = MemoryStore::new();
+    for e in &entries {
+        store.append_sync(e).unwrap();
+    }
+    let records = store.read_sync(&ChainId::new("mem").unwrap(), None, usize::MAX);
+    let inputs: Vec<String> = records.iter().map(|r| hash_input(&Fields::of(r))).collect();
+    g.bench_function("peer_blake3_hash_inputs_only", |b| {
+        b.iter(|| {
+            for i in &inputs {
+                black_box(Digest::of_bytes(i.as_bytes()));
+            }
+        });
+    });
+    g.bench_function("verify_10k_records", |b| {
+        b.iter(|| {
+            let r = verify_records(
+                Family::Evidence,
+                &ChainId::new("mem").unwrap(),
+                records.iter().cloned().map(Ok),
+                &Expected::Nothing,
+            );
+            assert!(r.result.valid);
+        });
+    });
+    g.finish();
+    let mut g = c.benchmark_group("single_append_latency");
+    g.bench_function("memory", |b| {
+        let many = appends("lat", 100_000);
+        b.iter_custom(|iters| {
+            let mut store = MemoryStore::new();
+            let start = Instant::now();
+            for i in 0..iters as usize {
+                let k = i % many.len();
+                if k == 0 && i > 0 {
+                    store = MemoryStore::new();
+                }
+                black_box(store.append_sync(&many[k]).unwrap());
+            }
+            start.elapsed()
+        });
+    });
+    g.finish();
+}
+
+fn sqlite(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("bench.db")).unwrap());
+    let round = AtomicU64::new(0);
+    let mut g = c.benchmark_group("sqlite_full_group_commit");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(15));
+    for appenders in [1usize, 16, 64, 128] {
+        let per = if appenders == 1 {
+            200
+        } else {
+            24_000 / appenders
+        };
+        g.throughput(Throughput::Elements((appenders * per) as u64));
+        g.bench_with_input(
+            BenchmarkId::new("concurrent_appenders", appenders),
+            &appenders,
+            |b, &k| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let r = round.fetch_add(1, Ordering::Relaxed);
+                        let work: Vec<Vec<EvidenceAppend>> =
+                            (0..k).map(|t| appends(&format!("c{r}-{t}"), per)).collect();
+                        let start = Instant::now();
+                        std::thread::scope(|s| {
+                            for entries in work {
+                                let store = store.clone();
+                                s.spawn(move || {
+                                    for e in entries {
+                                        store.append_blocking(e).unwrap();
+                                    }
+                                });
+                            }
+                        });
+                        total += start.elapsed();
+                    }
+                    total
+                });
+            },
+        );
+    }
+    g.finish();
+    let (commits, records) = store.commit_stats();
+    eprintln!(
+        "sqlite group commit: {records} records in {commits} commits ({:.1} records/commit)",
+        records as f64 / commits.max(1) as f64
+    );
+    let mut g = c.benchmark_group("single_append_latency");
+    g.sample_size(20);
+    g.bench_function("sqlite_full", |b| {
+        let r = round.fetch_add(1, Ordering::Relaxed);
+        let many = appends(&format!("latency-{r}"), 100_000);
+        let mut i = 0usize;
+        b.iter(|| {
+            black_box(store.append_blocking(many[i].clone()).unwrap());
+            i += 1;
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, memory, sqlite);
+criterion_main!(benches);

@@ -1,0 +1,1390 @@
+//! The SQLite store: WAL, `synchronous=FULL` by default, group commit.
+//!
+//! One writer thread owns the write connection. Appenders enqueue and wait; the writer takes
+//! every queued append (up to [`SqliteOptions::max_batch`]), checks and inserts each inside one
+//! `BEGIN IMMEDIATE` transaction, commits once (one fsync of the WAL), and only then answers
+//! each appender with its receipt. An append that fails its checks is answered with its error
+//! and does not disturb the others; a failed commit fails them all and nothing is kept.
+//!
+//! Reads use a second connection. [`SqliteReader`] opens a store with `SQLITE_OPEN_READ_ONLY`:
+//! it never creates or modifies anything. To make that true for the directory too, a closing
+//! store checkpoints its WAL and switches the file back to rollback-journal mode, so reading a
+//! cleanly closed store needs no `-wal`/`-shm` files (after a crash they exist and are used).
+//!
+//! Schema (version [`SCHEMA_VERSION`], `PRAGMA application_id` [`APPLICATION_ID`]): see
+//! docs/evidence.md. The `records` table has one column per record field (*contract*).
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use tokio::sync::oneshot;
+use warden_contracts::{
+    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
+    EvidenceRecord, EvidenceStore, OperationId, RecordId, Timestamp, VerificationFailure,
+    VerificationResult,
+};
+
+use crate::error::Error;
+use crate::fault;
+use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
+use crate::record::{self, Family};
+use crate::store::{self, GovernedStore, JournalStore, OperationRef};
+use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report};
+
+/// The embedded default store, relative to the working directory.
+pub const DEFAULT_PATH: &str = ".warden/evidence.db";
+/// The schema version this build reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+/// `PRAGMA application_id` of a Warden evidence store: `WARD` in ASCII.
+pub const APPLICATION_ID: i64 = 0x5741_5244;
+
+const SCHEMA: &str = r"
+CREATE TABLE records (
+    record_id TEXT NOT NULL UNIQUE,
+    record_type TEXT NOT NULL,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT,
+    sequence INTEGER NOT NULL,
+    policy_id TEXT NOT NULL,
+    policy_version TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    previous_chain_hash TEXT,
+    chain_hash TEXT NOT NULL,
+    supersedes_record_id TEXT,
+    created_at INTEGER NOT NULL,
+    hash_algorithm TEXT NOT NULL,
+    PRIMARY KEY (chain_id, sequence)
+);
+CREATE INDEX records_operation ON records (chain_id, operation_id);
+CREATE TRIGGER records_no_update BEFORE UPDATE ON records
+    BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
+CREATE TRIGGER records_no_delete BEFORE DELETE ON records
+    BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
+CREATE TABLE journal (
+    record_id TEXT NOT NULL UNIQUE,
+    record_type TEXT NOT NULL,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT,
+    sequence INTEGER NOT NULL,
+    policy_id TEXT NOT NULL,
+    policy_version TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    previous_chain_hash TEXT,
+    chain_hash TEXT NOT NULL,
+    supersedes_record_id TEXT,
+    created_at INTEGER NOT NULL,
+    hash_algorithm TEXT NOT NULL,
+    PRIMARY KEY (chain_id, sequence)
+);
+CREATE TRIGGER journal_no_update BEFORE UPDATE ON journal
+    BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
+CREATE TRIGGER journal_no_delete BEFORE DELETE ON journal
+    BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
+CREATE TABLE idempotency_keys (
+    key_digest TEXT PRIMARY KEY,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL
+);
+CREATE TABLE approval_uses (
+    approval_id TEXT PRIMARY KEY,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL
+);
+CREATE TABLE projection_cursor (
+    projection_version INTEGER NOT NULL,
+    chain_id TEXT NOT NULL,
+    last_sequence INTEGER NOT NULL,
+    last_chain_hash TEXT NOT NULL,
+    PRIMARY KEY (projection_version, chain_id)
+);
+CREATE TABLE projection_applied (
+    chain_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    projection_version INTEGER NOT NULL,
+    record_digest TEXT NOT NULL,
+    PRIMARY KEY (chain_id, record_id, projection_version)
+);
+CREATE TABLE projection_runs (
+    projection_version INTEGER NOT NULL,
+    chain_id TEXT NOT NULL,
+    task_boundary_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    operations INTEGER NOT NULL,
+    open_operations INTEGER NOT NULL,
+    exceptions INTEGER NOT NULL,
+    last_sequence INTEGER NOT NULL,
+    PRIMARY KEY (projection_version, chain_id)
+);
+CREATE TABLE projection_attempts (
+    projection_version INTEGER NOT NULL,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    state TEXT NOT NULL,
+    gates INTEGER NOT NULL,
+    denies INTEGER NOT NULL,
+    exceptions INTEGER NOT NULL,
+    call_executed INTEGER,
+    terminal_record_id TEXT,
+    started_sequence INTEGER NOT NULL,
+    updated_sequence INTEGER NOT NULL,
+    PRIMARY KEY (projection_version, chain_id, operation_id)
+);
+CREATE TABLE projection_conflicts (
+    projection_version INTEGER NOT NULL,
+    chain_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    stored_digest TEXT NOT NULL,
+    offered_digest TEXT NOT NULL,
+    PRIMARY KEY (projection_version, chain_id, record_id)
+);
+";
+
+const COLUMNS: &str = "record_id, record_type, chain_id, operation_id, sequence, policy_id, \
+     policy_version, payload_json, payload_digest, previous_chain_hash, chain_hash, \
+     supersedes_record_id, created_at, hash_algorithm";
+
+/// SQLite's `synchronous` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// `FULL`: every commit is fsynced before its receipts are answered (the default).
+    Full,
+    /// `NORMAL`: in WAL mode a commit survives a process crash but not a power loss. Receipts are
+    /// then not durable in the power-loss sense; use only where that is acceptable.
+    Normal,
+}
+
+/// How a writable store is opened.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Durability of each commit (default [`Synchronous::Full`]).
+    pub synchronous: Synchronous,
+    /// The most appends one group commit takes (default 4096).
+    pub max_batch: usize,
+    /// How long to wait for another process's lock (default 5 s).
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Full,
+            max_batch: 4096,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+enum JobOp {
+    Evidence(EvidenceAppend),
+    Journal(JournalAppend),
+}
+
+/// Group-commit counters.
+#[derive(Debug, Default)]
+struct Stats {
+    commits: AtomicU64,
+    records: AtomicU64,
+}
+
+struct Job {
+    op: JobOp,
+    reply: oneshot::Sender<Result<AppendReceipt, EvidenceError>>,
+}
+
+/// A writable SQLite evidence store with group commit.
+pub struct SqliteStore {
+    path: PathBuf,
+    stats: Arc<Stats>,
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reader: Mutex<Option<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(message: impl Into<String>) -> EvidenceError {
+    EvidenceError::Unavailable {
+        message: message.into(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Checks that `conn` is a Warden evidence store of a known schema version; `Ok(false)` when it
+/// is an empty database (no tables, application id 0), ready to initialize.
+fn check_schema(conn: &Connection, path: &Path) -> Result<bool, Error> {
+    let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => Error::NotSqlite {
+            path: path.to_owned(),
+        },
+        _ => Error::sqlite(path, &e),
+    };
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(classify)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(classify)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(classify)?;
+    if app == 0 && version == 0 && tables == 0 {
+        return Ok(false);
+    }
+    if app != APPLICATION_ID {
+        return Err(Error::NotEvidenceStore {
+            path: path.to_owned(),
+            why: format!("application id {app:#x}, expected {APPLICATION_ID:#x}"),
+        });
+    }
+    if version != SCHEMA_VERSION {
+        return Err(Error::UnknownSchemaVersion {
+            path: path.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(true)
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its folder if needed) the store at `path` with the default
+    /// options (`synchronous=FULL`).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens the store at `path` with `options`.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
+        let path = path.as_ref().to_owned();
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+                path: dir.to_owned(),
+                message: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open(&path).map_err(|e| Error::sqlite(&path, &e))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        let initialized = check_schema(&conn, &path)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Sqlite {
+                path,
+                message: format!("cannot enable WAL (journal mode is {mode})"),
+            });
+        }
+        let sync = match options.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync)
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        if !initialized {
+            let script = format!(
+                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            );
+            conn.execute_batch(&script).map_err(|e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                Error::sqlite(&path, &e)
+            })?;
+        }
+        let reader = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| Error::sqlite(&path, &e))?;
+        reader
+            .busy_timeout(options.busy_timeout)
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        let mut writer = Writer {
+            conn,
+            stats: stats.clone(),
+            path: path.clone(),
+            evidence: HashMap::new(),
+            journals: HashMap::new(),
+        };
+        let max_batch = options.max_batch.max(1);
+        let handle = std::thread::Builder::new()
+            .name("warden-evidence-writer".into())
+            .spawn(move || writer.run(&receiver, max_batch))
+            .map_err(|e| Error::Io {
+                path: path.clone(),
+                message: format!("cannot start the writer thread: {e}"),
+            })?;
+        Ok(Self {
+            path,
+            stats,
+            sender: Mutex::new(Some(sender)),
+            writer: Mutex::new(Some(handle)),
+            reader: Mutex::new(Some(reader)),
+        })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Group-commit counters since opening: (commits, records committed). With concurrent
+    /// appenders, commits are fewer than records: they shared transactions and fsyncs.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        (
+            self.stats.commits.load(Ordering::Relaxed),
+            self.stats.records.load(Ordering::Relaxed),
+        )
+    }
+
+    fn submit(&self, op: JobOp) -> oneshot::Receiver<Result<AppendReceipt, EvidenceError>> {
+        let (reply, rx) = oneshot::channel();
+        let job = Job { op, reply };
+        let sent = match lock(&self.sender).as_ref() {
+            Some(s) => s.send(job).map_err(|e| e.0),
+            None => Err(job),
+        };
+        if let Err(job) = sent {
+            let _ = job
+                .reply
+                .send(Err(unavailable("the evidence store is closed")));
+        }
+        rx
+    }
+
+    /// Queues an append *now* (the call enqueues before returning) and returns a future that
+    /// resolves once the record's commit is durable. Appends queued in order by one caller are
+    /// applied in that order, which lets a caller pipeline consecutive sequences of one chain.
+    pub fn append_queued(
+        &self,
+        entry: EvidenceAppend,
+    ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
+        let rx = self.submit(JobOp::Evidence(entry));
+        async move {
+            rx.await
+                .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
+        }
+    }
+
+    /// Appends and blocks until the commit is durable (not from inside an async runtime).
+    pub fn append_blocking(&self, entry: EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
+        self.submit(JobOp::Evidence(entry))
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
+    }
+
+    fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, EvidenceError>,
+    ) -> Result<T, EvidenceError> {
+        let guard = lock(&self.reader);
+        let conn = guard
+            .as_ref()
+            .ok_or_else(|| unavailable("the evidence store is closed"))?;
+        f(conn)
+    }
+
+    /// Records of a chain after `after_sequence`, at most `limit`.
+    pub fn read_sync(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+        self.with_reader(|c| read_valid(c, chain, after_sequence, limit))
+    }
+
+    /// The chain's head.
+    pub fn head_sync(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        self.with_reader(|c| head_of(c, "records", chain))
+    }
+
+    /// Every evidence chain.
+    pub fn chain_ids(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        self.with_reader(|c| chain_ids(c, "records"))
+    }
+
+    /// Verifies a chain with the full report.
+    pub fn verify_sync(
+        &self,
+        chain: &ChainId,
+        expected: &Expected,
+    ) -> Result<Report, EvidenceError> {
+        self.with_reader(|c| verify_chain(c, Family::Evidence, chain, expected))
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Close the reader first: the writer switches the file back to rollback mode on exit,
+        // which needs it to be the last connection.
+        drop(lock(&self.reader).take());
+        drop(lock(&self.sender).take());
+        if let Some(handle) = lock(&self.writer).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+#[async_trait]
+impl EvidenceStore for SqliteStore {
+    // Written out (not `async fn`) so that the append is queued when `append` is called, not
+    // when the future is first polled: callers that serialize their calls get that order.
+    fn append<'life0, 'async_trait>(
+        &'life0 self,
+        entry: EvidenceAppend,
+    ) -> Pin<Box<dyn Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.append_queued(entry))
+    }
+
+    async fn read(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+        self.read_sync(chain, after_sequence, limit)
+    }
+
+    async fn head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        self.head_sync(chain)
+    }
+
+    async fn verify(
+        &self,
+        chain: &ChainId,
+        expected_head: Option<&ChainHead>,
+    ) -> Result<VerificationResult, EvidenceError> {
+        self.verify_sync(chain, &Expected::from_head(expected_head))
+            .map(|r| r.result)
+    }
+}
+
+#[async_trait]
+impl GovernedStore for SqliteStore {
+    async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        self.chain_ids()
+    }
+
+    async fn find_idempotency_key(
+        &self,
+        key_digest: &Digest,
+    ) -> Result<Option<OperationRef>, EvidenceError> {
+        self.with_reader(|c| find_index(c, "idempotency_keys", "key_digest", key_digest.as_str()))
+    }
+
+    async fn find_approval_use(
+        &self,
+        approval_id: &ApprovalId,
+    ) -> Result<Option<OperationRef>, EvidenceError> {
+        self.with_reader(|c| find_index(c, "approval_uses", "approval_id", approval_id.as_str()))
+    }
+
+    async fn verify_report(
+        &self,
+        chain: &ChainId,
+        expected: &Expected,
+    ) -> Result<Report, EvidenceError> {
+        self.verify_sync(chain, expected)
+    }
+}
+
+impl JournalStore for SqliteStore {
+    fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
+        self.submit(JobOp::Journal(entry))
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
+    }
+
+    fn read_journal(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<JournalRecord>, EvidenceError> {
+        self.with_reader(|c| read_journal_valid(c, chain, after_sequence, limit))
+    }
+
+    fn journal_head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        self.with_reader(|c| head_of(c, "journal", chain))
+    }
+
+    fn journal_chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        self.with_reader(|c| chain_ids(c, "journal"))
+    }
+
+    fn verify_journal(
+        &self,
+        chain: &ChainId,
+        expected: &Expected,
+    ) -> Result<Report, EvidenceError> {
+        self.with_reader(|c| verify_chain(c, Family::Journal, chain, expected))
+    }
+}
+
+/// A store opened read-only (`SQLITE_OPEN_READ_ONLY`): it never creates or changes a file.
+pub struct SqliteReader {
+    path: PathBuf,
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteReader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteReader {
+    /// Opens an existing store read-only. A missing path is [`Error::StoreMissing`] (and is not
+    /// created), a file that is not SQLite [`Error::NotSqlite`], another schema
+    /// [`Error::NotEvidenceStore`] or [`Error::UnknownSchemaVersion`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref().to_owned();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Error::NotSqlite { path });
+            }
+            Err(_) => return Err(Error::StoreMissing { path }),
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => Error::NotSqlite { path: path.clone() },
+            _ => Error::sqlite(&path, &e),
+        })?;
+        if !check_schema(&conn, &path)? {
+            return Err(Error::NotEvidenceStore {
+                path,
+                why: "the database is empty".into(),
+            });
+        }
+        Ok(Self { path, conn })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every evidence chain.
+    pub fn chain_ids(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        chain_ids(&self.conn, "records")
+    }
+
+    /// Every journal chain.
+    pub fn journal_chain_ids(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        chain_ids(&self.conn, "journal")
+    }
+
+    /// Records of a chain (all must be readable).
+    pub fn read(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+        read_valid(&self.conn, chain, after_sequence, limit)
+    }
+
+    /// Journal records of a chain.
+    pub fn read_journal(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<JournalRecord>, EvidenceError> {
+        read_journal_valid(&self.conn, chain, after_sequence, limit)
+    }
+
+    /// A chain's head.
+    pub fn head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        head_of(&self.conn, "records", chain)
+    }
+
+    /// A journal chain's head.
+    pub fn journal_head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        head_of(&self.conn, "journal", chain)
+    }
+
+    /// Verifies an evidence chain.
+    pub fn verify(&self, chain: &ChainId, expected: &Expected) -> Result<Report, EvidenceError> {
+        verify_chain(&self.conn, Family::Evidence, chain, expected)
+    }
+
+    /// Verifies a journal chain.
+    pub fn verify_journal(
+        &self,
+        chain: &ChainId,
+        expected: &Expected,
+    ) -> Result<Report, EvidenceError> {
+        verify_chain(&self.conn, Family::Journal, chain, expected)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading rows
+
+fn db(e: &rusqlite::Error) -> EvidenceError {
+    unavailable(format!("sqlite: {e}"))
+}
+
+fn chain_ids(conn: &Connection, table: &str) -> Result<Vec<ChainId>, EvidenceError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT DISTINCT chain_id FROM {table} ORDER BY chain_id"
+        ))
+        .map_err(|e| db(&e))?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(|e| db(&e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let id = row.map_err(|e| db(&e))?;
+        // A chain id that is not a valid id still names a chain to verify: it fails there.
+        out.push(
+            ChainId::new(id.clone())
+                .map_err(|_| unavailable(format!("invalid chain id `{id}` in {table}")))?,
+        );
+    }
+    Ok(out)
+}
+
+fn head_of(
+    conn: &Connection,
+    table: &str,
+    chain: &ChainId,
+) -> Result<Option<ChainHead>, EvidenceError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT sequence, chain_hash FROM {table} WHERE chain_id = ?1 ORDER BY sequence DESC LIMIT 1"
+        ))
+        .map_err(|e| db(&e))?;
+    let row = stmt
+        .query_row([chain.as_str()], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()
+        .map_err(|e| db(&e))?;
+    row.map(|(seq, hash)| {
+        Ok(ChainHead {
+            chain_id: chain.clone(),
+            sequence: u64::try_from(seq).map_err(|_| unavailable("negative sequence"))?,
+            chain_hash: hash
+                .parse()
+                .map_err(|_| unavailable("malformed chain hash at the head"))?,
+        })
+    })
+    .transpose()
+}
+
+fn find_index(
+    conn: &Connection,
+    table: &str,
+    key_column: &str,
+    key: &str,
+) -> Result<Option<OperationRef>, EvidenceError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT chain_id, operation_id, record_id, sequence FROM {table} WHERE {key_column} = ?1"
+        ))
+        .map_err(|e| db(&e))?;
+    let row = stmt
+        .query_row([key], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .optional()
+        .map_err(|e| db(&e))?;
+    row.map(|(c, o, r, s)| {
+        Ok(OperationRef {
+            chain_id: ChainId::new(c).map_err(|e| unavailable(e.to_string()))?,
+            operation_id: OperationId::new(o).map_err(|e| unavailable(e.to_string()))?,
+            record_id: RecordId::new(r).map_err(|e| unavailable(e.to_string()))?,
+            sequence: u64::try_from(s).map_err(|_| unavailable("negative sequence"))?,
+        })
+    })
+    .transpose()
+}
+
+/// One stored row, every column checked; a bad column is a `MalformedRecord` of that row.
+struct RawRow {
+    record_id: String,
+    record_type: String,
+    chain_id: String,
+    operation_id: Option<String>,
+    sequence: u64,
+    policy_id: String,
+    policy_version: String,
+    payload_json: String,
+    payload_digest: String,
+    previous_chain_hash: Option<String>,
+    chain_hash: String,
+    supersedes_record_id: Option<String>,
+    created_at: u64,
+    hash_algorithm: String,
+}
+
+fn text(row: &Row<'_>, i: usize, name: &str) -> Result<Option<String>, String> {
+    match row.get_ref(i).map_err(|e| e.to_string())? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(b) => String::from_utf8(b.to_vec())
+            .map(Some)
+            .map_err(|_| format!("{name} is not valid UTF-8")),
+        other => Err(format!(
+            "{name} is stored as {:?}, not text",
+            other.data_type()
+        )),
+    }
+}
+
+fn required(v: Option<String>, name: &str) -> Result<String, String> {
+    v.ok_or_else(|| format!("{name} is null"))
+}
+
+fn integer(row: &Row<'_>, i: usize, name: &str) -> Result<u64, String> {
+    match row.get_ref(i).map_err(|e| e.to_string())? {
+        ValueRef::Integer(n) => u64::try_from(n).map_err(|_| format!("{name} is negative")),
+        other => Err(format!(
+            "{name} is stored as {:?}, not an integer",
+            other.data_type()
+        )),
+    }
+}
+
+fn raw_row(row: &Row<'_>) -> Result<RawRow, (Option<String>, Option<u64>, String)> {
+    let id = text(row, 0, "record_id").ok().flatten();
+    let seq = integer(row, 4, "sequence").ok();
+    let wrap = |e: String| (id.clone(), seq, e);
+    Ok(RawRow {
+        record_id: required(text(row, 0, "record_id").map_err(wrap)?, "record_id").map_err(wrap)?,
+        record_type: required(text(row, 1, "record_type").map_err(wrap)?, "record_type")
+            .map_err(wrap)?,
+        chain_id: required(text(row, 2, "chain_id").map_err(wrap)?, "chain_id").map_err(wrap)?,
+        operation_id: text(row, 3, "operation_id").map_err(wrap)?,
+        sequence: integer(row, 4, "sequence").map_err(wrap)?,
+        policy_id: required(text(row, 5, "policy_id").map_err(wrap)?, "policy_id").map_err(wrap)?,
+        policy_version: required(
+            text(row, 6, "policy_version").map_err(wrap)?,
+            "policy_version",
+        )
+        .map_err(wrap)?,
+        payload_json: required(text(row, 7, "payload_json").map_err(wrap)?, "payload_json")
+            .map_err(wrap)?,
+        payload_digest: required(
+            text(row, 8, "payload_digest").map_err(wrap)?,
+            "payload_digest",
+        )
+        .map_err(wrap)?,
+        previous_chain_hash: text(row, 9, "previous_chain_hash").map_err(wrap)?,
+        chain_hash: required(text(row, 10, "chain_hash").map_err(wrap)?, "chain_hash")
+            .map_err(wrap)?,
+        supersedes_record_id: text(row, 11, "supersedes_record_id").map_err(wrap)?,
+        created_at: integer(row, 12, "created_at").map_err(wrap)?,
+        hash_algorithm: required(
+            text(row, 13, "hash_algorithm").map_err(wrap)?,
+            "hash_algorithm",
+        )
+        .map_err(wrap)?,
+    })
+}
+
+fn malformed(id: Option<String>, seq: Option<u64>, detail: String) -> FailureDetail {
+    FailureDetail {
+        code: VerificationFailure::MalformedRecord,
+        record_id: id.and_then(|i| RecordId::new(i).ok()),
+        sequence: seq,
+        detail,
+    }
+}
+
+fn parse_field<T: std::str::FromStr>(v: &str, name: &str) -> Result<T, String> {
+    v.parse().map_err(|_| format!("{name} `{v}` is malformed"))
+}
+
+fn to_evidence(raw: RawRow) -> Result<EvidenceRecord, FailureDetail> {
+    let id = raw.record_id.clone();
+    let seq = raw.sequence;
+    let bad = |e: String| malformed(Some(id.clone()), Some(seq), e);
+    let opt_id = |v: Option<String>, name: &str| -> Result<Option<String>, String> {
+        match v {
+            Some(s) if s.is_empty() => Err(format!("{name} is empty")),
+            other => Ok(other),
+        }
+    };
+    Ok(EvidenceRecord {
+        record_id: RecordId::new(raw.record_id).map_err(|e| bad(e.to_string()))?,
+        record_type: record::parse_record_type(&raw.record_type)
+            .ok_or_else(|| bad(format!("unknown record type `{}`", raw.record_type)))?,
+        chain_id: ChainId::new(raw.chain_id).map_err(|e| bad(e.to_string()))?,
+        operation_id: opt_id(raw.operation_id, "operation_id")
+            .map_err(&bad)?
+            .map(OperationId::new)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?,
+        sequence: raw.sequence,
+        policy_id: raw.policy_id,
+        policy_version: raw.policy_version,
+        payload_json: raw.payload_json,
+        payload_digest: parse_field(&raw.payload_digest, "payload_digest").map_err(&bad)?,
+        previous_chain_hash: raw
+            .previous_chain_hash
+            .map(|h| parse_field::<Digest>(&h, "previous_chain_hash"))
+            .transpose()
+            .map_err(&bad)?,
+        chain_hash: parse_field(&raw.chain_hash, "chain_hash").map_err(&bad)?,
+        supersedes_record_id: raw
+            .supersedes_record_id
+            .map(RecordId::new)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?,
+        created_at: Timestamp(raw.created_at),
+        hash_algorithm: raw.hash_algorithm,
+    })
+}
+
+fn to_journal(raw: RawRow) -> Result<JournalRecord, FailureDetail> {
+    let id = raw.record_id.clone();
+    let seq = raw.sequence;
+    let bad = |e: String| malformed(Some(id.clone()), Some(seq), e);
+    Ok(JournalRecord {
+        record_id: RecordId::new(raw.record_id).map_err(|e| bad(e.to_string()))?,
+        record_type: JournalRecordType::parse(&raw.record_type)
+            .ok_or_else(|| bad(format!("unknown journal record type `{}`", raw.record_type)))?,
+        chain_id: ChainId::new(raw.chain_id).map_err(|e| bad(e.to_string()))?,
+        operation_id: raw
+            .operation_id
+            .map(OperationId::new)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?,
+        sequence: raw.sequence,
+        policy_id: raw.policy_id,
+        policy_version: raw.policy_version,
+        payload_json: raw.payload_json,
+        payload_digest: parse_field(&raw.payload_digest, "payload_digest").map_err(&bad)?,
+        previous_chain_hash: raw
+            .previous_chain_hash
+            .map(|h| parse_field::<Digest>(&h, "previous_chain_hash"))
+            .transpose()
+            .map_err(&bad)?,
+        chain_hash: parse_field(&raw.chain_hash, "chain_hash").map_err(&bad)?,
+        supersedes_record_id: raw
+            .supersedes_record_id
+            .map(RecordId::new)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?,
+        created_at: Timestamp(raw.created_at),
+        hash_algorithm: raw.hash_algorithm,
+    })
+}
+
+/// Streams the rows of one chain into `f`, each as a record or the failure reading it.
+fn for_each_row<R>(
+    conn: &Connection,
+    table: &str,
+    chain: &ChainId,
+    after_sequence: Option<u64>,
+    limit: usize,
+    convert: fn(RawRow) -> Result<R, FailureDetail>,
+    mut f: impl FnMut(Result<R, FailureDetail>) -> bool,
+) -> Result<(), EvidenceError> {
+    let after = after_sequence.map_or(-1, |s| i64::try_from(s).unwrap_or(i64::MAX));
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM {table} WHERE chain_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3"
+        ))
+        .map_err(|e| db(&e))?;
+    let mut rows = stmt
+        .query(params![chain.as_str(), after, limit])
+        .map_err(|e| db(&e))?;
+    while let Some(row) = rows.next().map_err(|e| db(&e))? {
+        let item = raw_row(row)
+            .map_err(|(id, seq, e)| malformed(id, seq, e))
+            .and_then(convert);
+        if !f(item) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn read_valid(
+    conn: &Connection,
+    chain: &ChainId,
+    after_sequence: Option<u64>,
+    limit: usize,
+) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+    let mut out = Vec::new();
+    let mut bad = None;
+    for_each_row(
+        conn,
+        "records",
+        chain,
+        after_sequence,
+        limit,
+        to_evidence,
+        |r| match r {
+            Ok(r) => {
+                out.push(r);
+                true
+            }
+            Err(f) => {
+                bad = Some(f);
+                false
+            }
+        },
+    )?;
+    match bad {
+        Some(f) => Err(unavailable(format!(
+            "stored record {} cannot be read: {}",
+            f.sequence.map_or_else(|| "?".to_owned(), |s| s.to_string()),
+            f.detail
+        ))),
+        None => Ok(out),
+    }
+}
+
+fn read_journal_valid(
+    conn: &Connection,
+    chain: &ChainId,
+    after_sequence: Option<u64>,
+    limit: usize,
+) -> Result<Vec<JournalRecord>, EvidenceError> {
+    let mut out = Vec::new();
+    let mut bad = None;
+    for_each_row(
+        conn,
+        "journal",
+        chain,
+        after_sequence,
+        limit,
+        to_journal,
+        |r| match r {
+            Ok(r) => {
+                out.push(r);
+                true
+            }
+            Err(f) => {
+                bad = Some(f);
+                false
+            }
+        },
+    )?;
+    match bad {
+        Some(f) => Err(unavailable(format!(
+            "stored journal record cannot be read: {}",
+            f.detail
+        ))),
+        None => Ok(out),
+    }
+}
+
+fn verify_chain(
+    conn: &Connection,
+    family: Family,
+    chain: &ChainId,
+    expected: &Expected,
+) -> Result<Report, EvidenceError> {
+    // Read in pages so a long chain is never held in memory at once.
+    const PAGE: usize = 10_000;
+    match family {
+        Family::Evidence => {
+            verify_paged(conn, "records", chain, expected, PAGE, to_evidence, family)
+        }
+        Family::Journal => verify_paged(conn, "journal", chain, expected, PAGE, to_journal, family),
+    }
+}
+
+fn verify_paged<R: ChainRecord>(
+    conn: &Connection,
+    table: &str,
+    chain: &ChainId,
+    expected: &Expected,
+    page: usize,
+    convert: fn(RawRow) -> Result<R, FailureDetail>,
+    family: Family,
+) -> Result<Report, EvidenceError> {
+    // The verifier consumes an iterator; pages are fetched lazily as it advances.
+    let mut error = None;
+    let mut buffer: std::collections::VecDeque<Result<R, FailureDetail>> =
+        std::collections::VecDeque::new();
+    let mut after: Option<u64> = None;
+    let mut exhausted = false;
+    let iter = std::iter::from_fn(|| {
+        if buffer.is_empty() && !exhausted && error.is_none() {
+            let mut got = 0usize;
+            let mut last = after;
+            let r = for_each_row(conn, table, chain, after, page, convert, |item| {
+                got += 1;
+                match &item {
+                    Ok(r) => last = Some(r.seq()),
+                    Err(f) => last = f.sequence.or(last),
+                }
+                buffer.push_back(item);
+                true
+            });
+            if let Err(e) = r {
+                error = Some(e);
+                return None;
+            }
+            if got < page || last == after {
+                exhausted = true;
+            }
+            after = last;
+        }
+        buffer.pop_front()
+    });
+    let report = verify::verify_records(family, chain, iter, expected);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer
+
+struct Writer {
+    conn: Connection,
+    stats: Arc<Stats>,
+    path: PathBuf,
+    evidence: HashMap<ChainId, ChainTracker>,
+    journals: HashMap<ChainId, ChainTracker>,
+}
+
+impl Writer {
+    fn run(&mut self, receiver: &mpsc::Receiver<Job>, max_batch: usize) {
+        while let Ok(first) = receiver.recv() {
+            let mut batch = vec![first];
+            while batch.len() < max_batch {
+                match receiver.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.commit_batch(batch);
+        }
+        self.close();
+    }
+
+    fn close(&mut self) {
+        // Leave a cleanly closed store in rollback-journal mode, so read-only opens need (and
+        // create) no -wal/-shm files. Fails harmlessly while another connection is open.
+        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+        let _ = self
+            .conn
+            .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0));
+    }
+
+    fn commit_batch(&mut self, batch: Vec<Job>) {
+        let mut results: Vec<Result<AppendReceipt, EvidenceError>> =
+            Vec::with_capacity(batch.len());
+        let mut touched_evidence: HashSet<ChainId> = HashSet::new();
+        let mut touched_journal: HashSet<ChainId> = HashSet::new();
+        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            let err = unavailable(format!("sqlite: cannot begin: {e}"));
+            for job in batch {
+                let _ = job.reply.send(Err(err.clone()));
+            }
+            return;
+        }
+        let mut fatal: Option<EvidenceError> = None;
+        for job in &batch {
+            let r = match &job.op {
+                JobOp::Evidence(entry) => {
+                    let fresh = touched_evidence.insert(entry.chain_id.clone());
+                    self.append_evidence(entry, fresh)
+                }
+                JobOp::Journal(entry) => {
+                    let fresh = touched_journal.insert(entry.chain_id.clone());
+                    self.append_journal(entry, fresh)
+                }
+            };
+            match r {
+                Ok(receipt) => results.push(Ok(receipt)),
+                Err(Step::Refused(e)) => results.push(Err(e)),
+                Err(Step::Fatal(e)) => {
+                    fatal = Some(e);
+                    break;
+                }
+            }
+        }
+        let committed = match fatal {
+            Some(e) => Err(e),
+            None => fault::point("store.before_commit")
+                .map_err(|f| unavailable(format!("injected fault at {}", f.0)))
+                .and_then(|()| {
+                    self.conn
+                        .execute_batch("COMMIT")
+                        .map_err(|e| unavailable(format!("sqlite: commit failed: {e}")))
+                }),
+        };
+        if let Err(e) = committed {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            // The trackers saw records that are not stored: reload them on next use.
+            for c in &touched_evidence {
+                self.evidence.remove(c);
+            }
+            for c in &touched_journal {
+                self.journals.remove(c);
+            }
+            tracing::error!(store = %self.path.display(), error = %e, "evidence commit failed");
+            for job in batch {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        let ok = results.iter().filter(|r| r.is_ok()).count() as u64;
+        self.stats.records.fetch_add(ok, Ordering::Relaxed);
+        let _ = fault::point("store.after_commit");
+        let mut results = results.into_iter();
+        for job in batch {
+            let r = results
+                .next()
+                .unwrap_or_else(|| Err(unavailable("internal: missing result")));
+            let _ = job.reply.send(r);
+        }
+    }
+
+    /// The chain's tracker, brought up to date with the database (another process may have
+    /// appended) when `fresh` (first use in this transaction).
+    fn tracker<'a>(
+        conn: &Connection,
+        trackers: &'a mut HashMap<ChainId, ChainTracker>,
+        family: Family,
+        chain: &ChainId,
+        fresh: bool,
+    ) -> Result<&'a mut ChainTracker, Step> {
+        let table = match family {
+            Family::Evidence => "records",
+            Family::Journal => "journal",
+        };
+        if fresh || !trackers.contains_key(chain) {
+            let db_head = head_of(conn, table, chain).map_err(Step::Fatal)?;
+            let cached: Option<Option<ChainHead>> = trackers.get(chain).map(|t| t.head().cloned());
+            if cached.as_ref() != Some(&db_head) {
+                // Catch up from the cached head when the database only grew past it; otherwise
+                // (first use, or a head we do not recognize) replay the whole chain.
+                let grew = matches!((cached.flatten(), &db_head), (Some(c), Some(d)) if c.sequence < d.sequence);
+                if !grew {
+                    trackers.insert(chain.clone(), ChainTracker::new(family, chain.clone()));
+                }
+                let tracker = trackers
+                    .get_mut(chain)
+                    .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))?;
+                let after = tracker.head().map(|h| h.sequence);
+                let mut failure = None;
+                let mut feed = |item: Result<(), FailureDetail>| match item {
+                    Ok(()) => true,
+                    Err(f) => {
+                        failure = Some(f);
+                        false
+                    }
+                };
+                match family {
+                    Family::Evidence => {
+                        for_each_row(conn, table, chain, after, usize::MAX, to_evidence, |r| {
+                            feed(r.and_then(|r| tracker.push(&r)))
+                        })
+                    }
+                    Family::Journal => {
+                        for_each_row(conn, table, chain, after, usize::MAX, to_journal, |r| {
+                            feed(r.and_then(|r| r.push_to(tracker)))
+                        })
+                    }
+                }
+                .map_err(Step::Fatal)?;
+                if let Some(f) = failure {
+                    trackers.remove(chain);
+                    return Err(Step::Refused(unavailable(format!(
+                        "chain {chain} fails verification at sequence {}: {}: {}; appends are refused",
+                        f.sequence.map_or_else(|| "?".to_owned(), |s| s.to_string()),
+                        crate::failure_code_str(f.code),
+                        f.detail
+                    ))));
+                }
+            }
+        }
+        trackers
+            .get_mut(chain)
+            .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))
+    }
+
+    fn append_evidence(
+        &mut self,
+        entry: &EvidenceAppend,
+        fresh: bool,
+    ) -> Result<AppendReceipt, Step> {
+        let tracker = Self::tracker(
+            &self.conn,
+            &mut self.evidence,
+            Family::Evidence,
+            &entry.chain_id,
+            fresh,
+        )?;
+        let (record, parsed) = record::seal_parsed(entry, tracker.head()).map_err(Step::Refused)?;
+        let index = store::index_entries(&parsed);
+        let pending = tracker
+            .check_sealed(&record, parsed)
+            .map_err(|f| Step::Refused(store::refused(&f)))?;
+        if let Some(op) = store::operation_ref(&record) {
+            for (table, column, key) in [
+                (
+                    "idempotency_keys",
+                    "key_digest",
+                    index.idempotency_key_digest.as_ref().map(Digest::as_str),
+                ),
+                (
+                    "approval_uses",
+                    "approval_id",
+                    index.approval_id.as_ref().map(ApprovalId::as_str),
+                ),
+            ] {
+                let Some(key) = key else { continue };
+                if let Some(existing) =
+                    find_index(&self.conn, table, column, key).map_err(Step::Fatal)?
+                {
+                    return Err(Step::Refused(if table == "idempotency_keys" {
+                        store::duplicate_key(&existing)
+                    } else {
+                        store::approval_used(&existing)
+                    }));
+                }
+                let sql = format!(
+                    "INSERT INTO {table} ({column}, chain_id, operation_id, record_id, sequence) VALUES (?1, ?2, ?3, ?4, ?5)"
+                );
+                self.conn
+                    .prepare_cached(&sql)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            key,
+                            op.chain_id.as_str(),
+                            op.operation_id.as_str(),
+                            op.record_id.as_str(),
+                            seq_i64(op.sequence)
+                        ])
+                    })
+                    .map_err(|e| Step::Fatal(db(&e)))?;
+            }
+        }
+        insert_row(
+            &self.conn,
+            "records",
+            &record::Fields::of(&record),
+            record.chain_hash.as_str(),
+        )
+        .map_err(|e| Step::Fatal(db(&e)))?;
+        tracker.apply(&record, pending);
+        Ok(record::receipt_of(&record))
+    }
+
+    fn append_journal(
+        &mut self,
+        entry: &JournalAppend,
+        fresh: bool,
+    ) -> Result<AppendReceipt, Step> {
+        let tracker = Self::tracker(
+            &self.conn,
+            &mut self.journals,
+            Family::Journal,
+            &entry.chain_id,
+            fresh,
+        )?;
+        let r = journal::seal_journal(entry, tracker.head()).map_err(Step::Refused)?;
+        r.push_to(tracker)
+            .map_err(|f| Step::Refused(store::refused(&f)))?;
+        if let Err(e) = insert_row(&self.conn, "journal", &r.fields(), r.chain_hash.as_str()) {
+            // The tracker accepted a record that is not stored: drop it so it reloads.
+            self.journals.remove(&entry.chain_id);
+            return Err(Step::Fatal(db(&e)));
+        }
+        Ok(AppendReceipt {
+            chain_id: r.chain_id.clone(),
+            record_id: r.record_id.clone(),
+            sequence: r.sequence,
+            chain_hash: r.chain_hash.clone(),
+        })
+    }
+}
+
+enum Step {
+    /// This append is refused; the batch goes on.
+    Refused(EvidenceError),
+    /// The database failed; the whole batch is rolled back.
+    Fatal(EvidenceError),
+}
+
+fn seq_i64(s: u64) -> i64 {
+    i64::try_from(s).unwrap_or(i64::MAX)
+}
+
+fn insert_row(
+    conn: &Connection,
+    table: &str,
+    f: &record::Fields<'_>,
+    chain_hash: &str,
+) -> rusqlite::Result<usize> {
+    let sql = format!(
+        "INSERT INTO {table} ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    stmt.execute(params![
+        f.record_id,
+        f.record_type,
+        f.chain_id,
+        f.operation_id,
+        seq_i64(f.sequence),
+        f.policy_id,
+        f.policy_version,
+        f.payload_json,
+        f.payload_digest,
+        f.previous_chain_hash,
+        chain_hash,
+        f.supersedes_record_id,
+        seq_i64(f.created_at),
+        f.hash_algorithm,
+    ])
+}

@@ -1,0 +1,127 @@
+//! What both backends offer beyond the contracts port: chain enumeration, the durable indexes
+//! governed execution needs (idempotency keys, single-use approvals) and the journal.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use warden_contracts::{
+    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceError, EvidenceRecord,
+    EvidenceStore, OperationId, RecordId,
+};
+
+use crate::journal::{JournalAppend, JournalRecord};
+use crate::payload::Payload;
+use crate::verify::{Expected, FailureDetail, Report};
+
+/// The `operation_started` record an idempotency key or an approval is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OperationRef {
+    /// The chain.
+    pub chain_id: ChainId,
+    /// The operation.
+    pub operation_id: OperationId,
+    /// Its `operation_started` record.
+    pub record_id: RecordId,
+    /// That record's sequence.
+    pub sequence: u64,
+}
+
+/// The evidence-store port plus what governed execution and the CLI need from a backend.
+///
+/// Both indexes are written in the same transaction as the `operation_started` record that
+/// carries them, and a second use of either is refused at append ([`EvidenceError::Invalid`]),
+/// so they are exactly as durable as the evidence.
+#[async_trait]
+pub trait GovernedStore: EvidenceStore {
+    /// Every evidence chain, sorted.
+    async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError>;
+    /// The operation an idempotency key (its digest) is bound to.
+    async fn find_idempotency_key(
+        &self,
+        key_digest: &Digest,
+    ) -> Result<Option<OperationRef>, EvidenceError>;
+    /// The operation that used an approval, if one did.
+    async fn find_approval_use(
+        &self,
+        approval_id: &ApprovalId,
+    ) -> Result<Option<OperationRef>, EvidenceError>;
+    /// Verifies a chain with the full report (failure detail included).
+    async fn verify_report(
+        &self,
+        chain: &ChainId,
+        expected: &Expected,
+    ) -> Result<Report, EvidenceError>;
+}
+
+/// The journal side of a store (synchronous: its writers are short-lived hook processes).
+pub trait JournalStore {
+    /// Appends one journal record; returns once it is durable.
+    fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError>;
+    /// Journal records of `chain` after `after_sequence`, at most `limit`.
+    fn read_journal(
+        &self,
+        chain: &ChainId,
+        after_sequence: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<JournalRecord>, EvidenceError>;
+    /// The journal chain's head.
+    fn journal_head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError>;
+    /// Every journal chain, sorted.
+    fn journal_chains(&self) -> Result<Vec<ChainId>, EvidenceError>;
+    /// Verifies a journal chain.
+    fn verify_journal(&self, chain: &ChainId, expected: &Expected)
+    -> Result<Report, EvidenceError>;
+}
+
+/// The index entries an `operation_started` record carries.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IndexEntries {
+    pub(crate) idempotency_key_digest: Option<Digest>,
+    pub(crate) approval_id: Option<ApprovalId>,
+}
+
+pub(crate) fn index_entries(parsed: &Payload) -> IndexEntries {
+    match parsed {
+        Payload::OperationStarted(p) => IndexEntries {
+            idempotency_key_digest: p.idempotency_key_digest.clone(),
+            approval_id: p.approval_id.clone(),
+        },
+        _ => IndexEntries::default(),
+    }
+}
+
+pub(crate) fn operation_ref(record: &EvidenceRecord) -> Option<OperationRef> {
+    Some(OperationRef {
+        chain_id: record.chain_id.clone(),
+        operation_id: record.operation_id.clone()?,
+        record_id: record.record_id.clone(),
+        sequence: record.sequence,
+    })
+}
+
+pub(crate) fn refused(failure: &FailureDetail) -> EvidenceError {
+    EvidenceError::Invalid {
+        message: format!(
+            "{}: {}",
+            crate::failure_code_str(failure.code),
+            failure.detail
+        ),
+    }
+}
+
+pub(crate) fn duplicate_key(existing: &OperationRef) -> EvidenceError {
+    EvidenceError::Invalid {
+        message: format!(
+            "idempotency key already bound to operation {} (chain {}, record {})",
+            existing.operation_id, existing.chain_id, existing.record_id
+        ),
+    }
+}
+
+pub(crate) fn approval_used(existing: &OperationRef) -> EvidenceError {
+    EvidenceError::Invalid {
+        message: format!(
+            "approval already used by operation {} (chain {}, record {})",
+            existing.operation_id, existing.chain_id, existing.record_id
+        ),
+    }
+}

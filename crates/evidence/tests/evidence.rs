@@ -1,0 +1,45 @@
+//! warden-evidence's one integration-test binary: records and hashing, the conformance suite
+//! against both backends, governed execution (gate 13, gate 6), certificates, checkpoints,
+//! tampering (library and SQLite file), projection (gate 14), crash injection (a child process
+//! SIGKILLed at every fault point), the journal, SQLite specifics, and properties.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::panic,
+    missing_docs,
+    unreachable_pub
+)]
+
+#[path = "evidence/support.rs"]
+mod support;
+
+#[path = "evidence/records.rs"]
+mod records;
+
+#[path = "evidence/conformance.rs"]
+mod conformance;
+
+#[path = "evidence/governance.rs"]
+mod governance;
+
+#[path = "evidence/certificate.rs"]
+mod certificate;
+
+#[path = "evidence/checkpoint.rs"]
+mod checkpoint;
+
+#[path = "evidence/tamper.rs"]
+mod tamper;
+
+#[path = "evidence/projection.rs"]
+mod projection;
+
+#[path = "evidence/crash.rs"]
+mod crash;
+
+#[path = "evidence/sqlite.rs"]
+mod sqlite;
+
+#[path = "evidence/props.rs"]
+mod props;

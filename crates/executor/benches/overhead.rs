@@ -1,0 +1,165 @@
+//! Executor overhead over a direct call of a trivial tool, minimal profile, side by side in one
+//! run: the direct call (the tool's own function, awaited on the same runtime), the full stage
+//! order with an allow-everything evaluator (the executor's own cost), with a compiled policy
+//! snapshot deciding (executor + decision), and with capacity limits and an observer.
+//! Target (design.md §9): overhead < 5 µs. Results: docs/benchmarks.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use warden_contracts::*;
+use warden_executor::{
+    ActionExecutor, InvocationToken, Limits, Registry, SnapshotPolicy, Tool, ToolError,
+};
+use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+
+/// The trivial tool: returns its `x` argument.
+struct Trivial(ActionDescriptor);
+
+impl Trivial {
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        Ok(arguments.get("x").cloned().unwrap_or(Value::Null))
+    }
+}
+
+#[async_trait]
+impl Tool for Trivial {
+    fn descriptor(&self) -> &ActionDescriptor {
+        &self.0
+    }
+    async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
+        self.call(arguments).await
+    }
+}
+
+fn trivial() -> Arc<Trivial> {
+    let d = ActionDescriptor::new("trivial", "1", ActionSource::Builtin {})
+        .unwrap()
+        .with_input_schema(json!({
+            "type": "object",
+            "properties": {"x": {"type": "integer"}},
+            "required": ["x"],
+            "additionalProperties": false
+        }))
+        .unwrap();
+    Arc::new(Trivial(d))
+}
+
+/// Allows everything: isolates the executor's own cost from a policy decision.
+struct AllowAll(PolicySnapshotRef);
+
+#[async_trait]
+impl PolicyEvaluator for AllowAll {
+    fn snapshot(&self) -> &PolicySnapshotRef {
+        &self.0
+    }
+    async fn evaluate(&self, _: &PolicyQuery<'_>) -> Result<PolicyAnswer, EvaluatorError> {
+        PolicyAnswer::new(
+            Disposition::Allow,
+            DecisionReason::new(ReasonCode::PolicyDefault, "allow"),
+            "allow_all",
+        )
+        .map_err(|e| EvaluatorError {
+            message: e.to_string(),
+        })
+    }
+}
+
+fn snapshot_policy() -> Arc<SnapshotPolicy> {
+    let text = r#"
+default = "deny"
+allow = ["trivial", "read", "bash(git status:*)", "bash(ls:*)"]
+ask = ["bash(git push:*)", "web_fetch"]
+deny = ["bash(rm:*)", "write(/etc/**)", "mcp__*", "bash(sudo:*)"]
+"#;
+    let file = LoadedPolicy::from_text(text.into(), Format::Toml, "b.toml", "b", None).unwrap();
+    let env = PathEnv {
+        project_root: "/repo".into(),
+        home: None,
+    };
+    Arc::new(SnapshotPolicy::new(Arc::new(
+        PolicySnapshot::from_files(&[file], env).unwrap(),
+    )))
+}
+
+struct Quiet;
+impl Observer for Quiet {}
+
+fn executor(policy: Arc<dyn PolicyEvaluator>, extras: bool) -> ActionExecutor {
+    let mut registry = Registry::new();
+    registry.register(trivial()).unwrap();
+    let mut b = ActionExecutor::builder(registry).policy(policy);
+    if extras {
+        b = b
+            .capacity(Arc::new(
+                Limits::new()
+                    .max_concurrent(64)
+                    .unwrap()
+                    .max_concurrent_for("trivial", 16)
+                    .unwrap(),
+            ))
+            .observer(Arc::new(Quiet));
+    }
+    b.build().unwrap()
+}
+
+fn overhead(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let scope = ExecutionScopeRef::Ephemeral {
+        scope_id: ScopeId::new("bench").unwrap(),
+    };
+    let context = ExecutionContext::new(
+        ContextId::new("bench").unwrap(),
+        scope.clone(),
+        PrincipalRef {
+            id: PrincipalId::new("bench").unwrap(),
+            kind: PrincipalKind::Local,
+        },
+        BackendRef::new("in_process").unwrap(),
+    );
+    let request = ExecutionRequest::new(
+        RequestId::new("r-1").unwrap(),
+        ActionRef::new("trivial").unwrap(),
+        json!({"x": 42}),
+        scope,
+    )
+    .unwrap();
+    let args = json!({"x": 42});
+    let tool = trivial();
+    let allow_all = Arc::new(AllowAll(PolicySnapshotRef {
+        policy_id: "allow_all".into(),
+        version: "1".into(),
+        digest: Digest::of_bytes(b"allow_all"),
+    }));
+    let bare = executor(allow_all, false);
+    let with_policy = executor(snapshot_policy(), false);
+    let with_extras = executor(snapshot_policy(), true);
+
+    let mut g = c.benchmark_group("executor_overhead");
+    g.bench_function("direct_call", |b| {
+        b.iter(|| rt.block_on(async { black_box(tool.call(black_box(args.clone())).await) }))
+    });
+    g.bench_function("executor_allow_all", |b| {
+        b.iter(|| rt.block_on(async { black_box(bare.execute(request.clone(), &context).await) }))
+    });
+    g.bench_function("executor_snapshot_policy", |b| {
+        b.iter(|| {
+            rt.block_on(async { black_box(with_policy.execute(request.clone(), &context).await) })
+        })
+    });
+    g.bench_function("executor_policy_limits_observer", |b| {
+        b.iter(|| {
+            rt.block_on(async { black_box(with_extras.execute(request.clone(), &context).await) })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, overhead);
+criterion_main!(benches);

@@ -1,0 +1,232 @@
+//! The interceptors a plan is compiled from (ADR-0044 D3/D4, ADR-0121 D4 stages 5–10 and 13):
+//! the session gate, intrinsic guards, security hooks, transforms, post handlers and error
+//! handlers, and the [`Handlers`] set that scopes each to actions.
+//!
+//! Every interceptor sees a [`CallView`]: borrowed, immutable arguments. A transform or a
+//! security hook that wants other arguments returns a new mapping; nothing can mutate the
+//! arguments another stage already judged.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use warden_contracts::{ActionDescriptor, DecisionReason, ExecutionContext, RequestId, SessionId};
+
+/// What an interceptor sees of one call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    /// The request.
+    pub request_id: &'a RequestId,
+    /// The resolved action.
+    pub action: &'a ActionDescriptor,
+    /// The arguments at this point of the plan.
+    pub arguments: &'a Map<String, Value>,
+    /// The trusted context.
+    pub context: &'a ExecutionContext,
+    /// The agent session, if any.
+    pub session_id: Option<&'a SessionId>,
+}
+
+/// A failure inside an interceptor. A failing security interceptor never allows; a failing
+/// error handler leaves the original error primary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HandlerError {
+    /// What failed (no secrets).
+    pub message: String,
+}
+
+impl HandlerError {
+    /// A handler error with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// The session gate (ADR-0044 D6): may this session attempt this action at all? Runs before
+/// guards and policy; `false` or an error denies (`gate_denied`), and `true` never skips policy.
+#[async_trait]
+pub trait SessionGate: Send + Sync {
+    /// Answers whether the call may proceed to policy.
+    async fn authorize(&self, call: &CallView<'_>) -> Result<bool, HandlerError>;
+}
+
+/// An intrinsic guard owned by the executor's composition (size limits, content checks); the
+/// tool's own guard ([`crate::Tool::guard`]) runs first. Pure and synchronous.
+pub trait Guard: Send + Sync {
+    /// Refuses with a message, or accepts.
+    fn check(&self, call: &CallView<'_>) -> Result<(), String>;
+}
+
+/// A security hook's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookVerdict {
+    /// No objection, arguments unchanged.
+    Pass,
+    /// No objection, but run with these arguments instead. In the final pass only an equal
+    /// mapping is accepted (a second rewrite is unstable and fails closed).
+    Replace(Map<String, Value>),
+    /// Refuse; `stop` also cancels the turn's other pending calls.
+    Deny {
+        /// Why.
+        reason: DecisionReason,
+        /// Stop the turn.
+        stop: bool,
+    },
+    /// Needs approval from `authority`.
+    Escalate {
+        /// Why.
+        reason: DecisionReason,
+        /// Whom to ask.
+        authority: String,
+    },
+}
+
+/// A security evaluator beside the policy (a programmable permission, a LionAGI-style
+/// `PermissionPolicy` pre-hook). It runs in the authorize stage after the policy, and again on
+/// the final arguments whenever anything changed them.
+#[async_trait]
+pub trait SecurityHook: Send + Sync {
+    /// The hook's name, cited as the evaluator of its decisions.
+    fn name(&self) -> &str;
+    /// Judges the call. An error denies.
+    async fn check(&self, call: &CallView<'_>) -> Result<HookVerdict, HandlerError>;
+}
+
+/// A user transformation (stage `transform`): returns replacement arguments, or `None` to keep
+/// them. Its output is re-validated against the schema and re-authorized by every security
+/// evaluator; an error denies the call (it never reaches error handlers).
+#[async_trait]
+pub trait Transform: Send + Sync {
+    /// Transforms the call's arguments.
+    async fn transform(
+        &self,
+        call: &CallView<'_>,
+    ) -> Result<Option<Map<String, Value>>, HandlerError>;
+}
+
+/// A post handler: sees a successful result and may replace it (`Some`). An error goes to the
+/// error handlers; the tool is never invoked again.
+#[async_trait]
+pub trait PostHandler: Send + Sync {
+    /// Inspects (and optionally replaces) the result.
+    async fn after(
+        &self,
+        call: &CallView<'_>,
+        result: &Value,
+    ) -> Result<Option<Value>, HandlerError>;
+}
+
+/// An invocation or post-handler failure, as error handlers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvocationFailure {
+    /// A stable kind (`panic`, `post_handler`, or the tool's own kind).
+    pub kind: String,
+    /// A message safe to show.
+    pub message: String,
+}
+
+/// What an error handler decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ErrorDisposition {
+    /// Keep the original error.
+    Reraise,
+    /// Turn the failure into a success with this result (the first replacement wins).
+    ReplaceResult(Value),
+}
+
+/// An error handler: runs only for invocation and post-handler failures, never for a denial, a
+/// gate refusal or a transform failure.
+#[async_trait]
+pub trait ErrorHandler: Send + Sync {
+    /// Decides what to do with a failure. An error leaves the original failure primary.
+    async fn on_error(
+        &self,
+        call: &CallView<'_>,
+        failure: &InvocationFailure,
+    ) -> Result<ErrorDisposition, HandlerError>;
+}
+
+/// Which actions an interceptor applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every action.
+    All,
+    /// Only these canonical names.
+    Actions(Vec<String>),
+}
+
+impl Scope {
+    /// Whether the scope covers the canonical name `action`.
+    pub fn covers(&self, action: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Actions(names) => names.iter().any(|n| n == action),
+        }
+    }
+}
+
+/// The handler set: every interceptor with its scope, in registration order. The executor
+/// compiles it, per action, into the plan; it is frozen when the executor is built.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    pub(crate) gate: Option<Arc<dyn SessionGate>>,
+    pub(crate) guards: Vec<(Scope, Arc<dyn Guard>)>,
+    pub(crate) security: Vec<(Scope, Arc<dyn SecurityHook>)>,
+    pub(crate) transforms: Vec<(Scope, Arc<dyn Transform>)>,
+    pub(crate) post: Vec<(Scope, Arc<dyn PostHandler>)>,
+    pub(crate) on_error: Vec<(Scope, Arc<dyn ErrorHandler>)>,
+}
+
+impl fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handlers")
+            .field("gate", &self.gate.is_some())
+            .field("guards", &self.guards.len())
+            .field("security", &self.security.len())
+            .field("transforms", &self.transforms.len())
+            .field("post", &self.post.len())
+            .field("on_error", &self.on_error.len())
+            .finish()
+    }
+}
+
+impl Handlers {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the session gate.
+    pub fn gate(mut self, gate: Arc<dyn SessionGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+    /// Adds an intrinsic guard.
+    pub fn guard(mut self, scope: Scope, guard: Arc<dyn Guard>) -> Self {
+        self.guards.push((scope, guard));
+        self
+    }
+    /// Adds a security hook.
+    pub fn security(mut self, scope: Scope, hook: Arc<dyn SecurityHook>) -> Self {
+        self.security.push((scope, hook));
+        self
+    }
+    /// Adds a transform.
+    pub fn transform(mut self, scope: Scope, transform: Arc<dyn Transform>) -> Self {
+        self.transforms.push((scope, transform));
+        self
+    }
+    /// Adds a post handler.
+    pub fn post(mut self, scope: Scope, handler: Arc<dyn PostHandler>) -> Self {
+        self.post.push((scope, handler));
+        self
+    }
+    /// Adds an error handler.
+    pub fn on_error(mut self, scope: Scope, handler: Arc<dyn ErrorHandler>) -> Self {
+        self.on_error.push((scope, handler));
+        self
+    }
+}

@@ -1,0 +1,270 @@
+//! Parsing with `tree-sitter-bash`: one parser per thread, a work budget, line continuations
+//! joined inside words, and every `ERROR`/`MISSING` node turned into a [`SplitError`].
+
+use std::cell::RefCell;
+
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
+
+use super::{MAX_COMMAND_BYTES, MAX_HEREDOCS, SplitError};
+
+thread_local! {
+    /// One parser per thread, created on first use.
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// A parsed command: its (continuation-joined) text and its tree, free of errors.
+pub(super) struct Parsed {
+    pub(super) text: String,
+    pub(super) tree: Tree,
+}
+
+/// Progress callbacks allowed per input byte (and a floor): tree-sitter calls back every
+/// hundred or so parse operations, and a linear parse of real commands needs far fewer than
+/// this, so only pathological error recovery ever hits the budget. Counting calls (not time)
+/// keeps the decision a pure function of its input.
+const CALLBACKS_PER_BYTE_DIVISOR: usize = 4;
+const CALLBACKS_FLOOR: usize = 4096;
+
+/// Parses `text` (a command or a payload); `context` names the payload in errors.
+pub(super) fn parse(text: &str, context: &str) -> Result<Parsed, SplitError> {
+    if text.len() > MAX_COMMAND_BYTES {
+        return Err(SplitError::TooLarge {
+            bytes: text.len(),
+            max: MAX_COMMAND_BYTES,
+        });
+    }
+    if let Some(at) = text.find('\0') {
+        return Err(SplitError::Unsupported(format!(
+            "a NUL byte (at byte {at}), which would cut the command short"
+        )));
+    }
+    // tree-sitter-bash's scanner copies its list of pending heredocs at every token, so many
+    // heredocs cost quadratic time: bound them before parsing.
+    let heredocs = text.matches("<<").count();
+    if heredocs > MAX_HEREDOCS {
+        return Err(SplitError::Unsupported(format!(
+            "{heredocs} heredoc operators (`<<`), more than the {MAX_HEREDOCS} the splitter reads"
+        )));
+    }
+    let tree = parse_raw(text)?;
+    let parsed = match join_continuations(text, &tree) {
+        Some(joined) => {
+            let tree = parse_raw(&joined)?;
+            Parsed { text: joined, tree }
+        }
+        None => Parsed {
+            text: text.to_owned(),
+            tree,
+        },
+    };
+    check_errors(&parsed, context)?;
+    Ok(parsed)
+}
+
+fn parse_raw(text: &str) -> Result<Tree, SplitError> {
+    PARSER.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| SplitError::Parser("the parser is busy".into()))?;
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_bash::LANGUAGE.into())
+                .map_err(|e| SplitError::Parser(e.to_string()))?;
+            *slot = Some(parser);
+        }
+        let Some(parser) = slot.as_mut() else {
+            return Err(SplitError::Parser("no parser".into()));
+        };
+        let budget = CALLBACKS_FLOOR + text.len() / CALLBACKS_PER_BYTE_DIVISOR;
+        let mut calls = 0usize;
+        let mut progress = |_: &ParseState| {
+            calls += 1;
+            calls > budget
+        };
+        let options = ParseOptions::new().progress_callback(&mut progress);
+        let bytes = text.as_bytes();
+        let tree = parser.parse_with_options(
+            &mut |i, _| bytes.get(i..).unwrap_or_default(),
+            None,
+            Some(options),
+        );
+        // A cancelled parse leaves state behind; start the next one clean.
+        parser.reset();
+        tree.ok_or_else(|| {
+            SplitError::Parser(
+                "the parser's work budget ran out (the command is too complex)".into(),
+            )
+        })
+    })
+}
+
+/// Whether a node's text keeps backslash-newlines literal (never a line continuation).
+fn keeps_continuations(node: Node<'_>, quoted_heredoc: bool) -> bool {
+    match node.kind() {
+        "comment" | "raw_string" | "ansi_c_string" | "heredoc_start" | "heredoc_end" => true,
+        "heredoc_body" => quoted_heredoc,
+        _ => false,
+    }
+}
+
+/// Whether a heredoc redirect's delimiter is quoted (its body is literal).
+pub(super) fn redirect_is_quoted(redirect: Node<'_>, text: &[u8]) -> bool {
+    let mut cursor = redirect.walk();
+    redirect
+        .children(&mut cursor)
+        .find(|c| c.kind() == "heredoc_start")
+        .and_then(|s| text.get(s.byte_range()))
+        .is_some_and(|s| s.iter().any(|b| matches!(b, b'\'' | b'"' | b'\\')))
+}
+
+/// The byte ranges inside which backslash-newlines are literal, in order; one pass over the
+/// tree with a cursor (no recursion, no `parent()` walks).
+fn literal_ranges(tree: &Tree, text: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut cursor = tree.root_node().walk();
+    // Whether the nearest heredoc redirect above the cursor is quoted, per depth.
+    let mut quoted: Vec<bool> = vec![false];
+    'walk: loop {
+        let node = cursor.node();
+        let here = quoted.last().copied().unwrap_or(false);
+        if keeps_continuations(node, here) {
+            out.push((node.start_byte(), node.end_byte()));
+        } else if node.child_count() > 0 && cursor.goto_first_child() {
+            let q = if node.kind() == "heredoc_redirect" {
+                redirect_is_quoted(node, text)
+            } else {
+                here
+            };
+            quoted.push(q);
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                continue 'walk;
+            }
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+            quoted.pop();
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The command with every line continuation (an unescaped backslash before a newline) removed,
+/// except inside comments, single quotes, `$'…'` and quoted heredoc bodies — what bash does
+/// before it splits words. `None` when there is none to remove. tree-sitter-bash would read
+/// `r\⏎m` as two words; bash reads `rm`.
+fn join_continuations(text: &str, tree: &Tree) -> Option<String> {
+    let bytes = text.as_bytes();
+    if !text.contains("\\\n") {
+        return None;
+    }
+    let literal = literal_ranges(tree, bytes);
+    let inside = |at: usize| {
+        let k = literal.partition_point(|&(start, _)| start <= at);
+        // The ranges never nest (a literal node is not descended into).
+        literal[..k].last().is_some_and(|&(s, e)| s <= at && at < e)
+    };
+    let mut cut: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if bytes.get(i + 1) == Some(&b'\n') && !inside(i) {
+                cut.push(i);
+            }
+            // A backslash escapes the next byte (inside single quotes the pair is literal
+            // either way, and protected above).
+            i += 2;
+            continue;
+        }
+        i += 1;
+    }
+    if cut.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut from = 0;
+    for at in cut {
+        out.extend_from_slice(&bytes[from..at]);
+        from = at + 2;
+    }
+    out.extend_from_slice(&bytes[from..]);
+    // Only ASCII pairs were removed, so the text is still UTF-8.
+    String::from_utf8(out).ok()
+}
+
+/// The first `ERROR` or `MISSING` node, as an error naming it; found without recursion.
+fn check_errors(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
+    let root = parsed.tree.root_node();
+    if !root.has_error() {
+        return Ok(());
+    }
+    let bytes = parsed.text.as_bytes();
+    let mut cursor = root.walk();
+    let mut found = None;
+    'walk: loop {
+        let node = cursor.node();
+        if node.is_missing() || node.is_error() {
+            found = Some(node);
+            break;
+        }
+        if node.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                continue 'walk;
+            }
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+        }
+    }
+    let context = if context.is_empty() {
+        String::new()
+    } else {
+        format!(" in {context}")
+    };
+    let Some(node) = found else {
+        return Err(SplitError::Syntax {
+            what: "a syntax error".into(),
+            line: 1,
+            column: 1,
+            context,
+        });
+    };
+    let at = node.start_position();
+    let what = if node.is_missing() {
+        format!("a missing `{}`", node.kind())
+    } else {
+        let snippet: String = bytes
+            .get(node.byte_range())
+            .map(|b| String::from_utf8_lossy(b).chars().take(24).collect())
+            .unwrap_or_default();
+        describe_error(&snippet)
+    };
+    Err(SplitError::Syntax {
+        what,
+        line: at.row + 1,
+        column: at.column + 1,
+        context,
+    })
+}
+
+fn describe_error(snippet: &str) -> String {
+    let trimmed = snippet.trim_start();
+    if trimmed.starts_with("<<") {
+        "an unterminated or malformed heredoc".into()
+    } else if trimmed.starts_with('"') {
+        "an unterminated double quote".into()
+    } else if trimmed.starts_with('\'') || trimmed.starts_with("$'") {
+        "an unterminated single quote".into()
+    } else if trimmed.is_empty() {
+        "a syntax error".into()
+    } else {
+        format!("a syntax error near `{}`", trimmed.replace('\n', "⏎"))
+    }
+}

@@ -1,0 +1,855 @@
+//! The walk: a parsed tree → simple commands, redirect targets and payloads, without
+//! recursion (an explicit stack, a nesting bound), then payloads parsed in turn.
+
+use std::collections::HashMap;
+
+use tree_sitter::Node;
+
+use super::fast;
+use super::normalize::{Payload, SimpleCommand, Stdin, normalize};
+use super::parse::{self, Parsed, redirect_is_quoted};
+use super::word::{Word, shorten, text_of, word_from_nodes};
+use super::{
+    MAX_NESTING, MAX_PAYLOAD_DEPTH, MAX_SUBJECTS, Redirect, ShellCommand, ShellSubject, SplitError,
+};
+
+/// What walking one tree yields, in source order.
+enum Item {
+    Subject(ShellSubject),
+    Payload(Payload),
+}
+
+/// Splits a command: parse, walk, then parse and walk each literal payload where it occurs,
+/// to [`MAX_PAYLOAD_DEPTH`].
+pub(super) fn split(command: &str) -> Result<Vec<ShellSubject>, SplitError> {
+    let mut out: Vec<ShellSubject> = Vec::new();
+    // Each level: the items left to emit, and whether its subjects are constraints, and how
+    // its commands were reached.
+    let mut stack: Vec<(std::vec::IntoIter<Item>, bool, Option<String>)> =
+        vec![(walk_text(command, "")?.into_iter(), false, None)];
+    while let Some((items, constraint, via)) = stack.last_mut() {
+        let Some(item) = items.next() else {
+            stack.pop();
+            continue;
+        };
+        let (constraint, via) = (*constraint, via.clone());
+        match item {
+            Item::Subject(mut s) => {
+                if let ShellSubject::Command(c) = &mut s {
+                    if constraint {
+                        c.constraint = true;
+                    }
+                    if c.via.is_none() {
+                        c.via = via;
+                    }
+                }
+                out.push(s);
+                if out.len() > MAX_SUBJECTS {
+                    return Err(SplitError::TooManySubjects { max: MAX_SUBJECTS });
+                }
+            }
+            Item::Payload(p) => {
+                if stack.len() > MAX_PAYLOAD_DEPTH {
+                    return Err(SplitError::TooDeep {
+                        what: "payloads (`bash -c`, `eval`, heredocs fed to a shell)",
+                        max: MAX_PAYLOAD_DEPTH,
+                    });
+                }
+                let context = format!("the payload of {}", p.via);
+                let items = walk_text(&p.text, &context)?;
+                stack.push((items.into_iter(), constraint || p.constraint, Some(p.via)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn walk_text(text: &str, context: &str) -> Result<Vec<Item>, SplitError> {
+    if text.len() <= super::MAX_COMMAND_BYTES
+        && let Some(commands) = fast::split(text)
+    {
+        let mut items = Vec::new();
+        for c in commands {
+            push_normalized(&mut items, normalize(&c));
+        }
+        return Ok(items);
+    }
+    walk_tree(text, context)
+}
+
+/// The tree-sitter walk alone (the fast path's reference).
+fn walk_tree(text: &str, context: &str) -> Result<Vec<Item>, SplitError> {
+    let parsed = parse::parse(text, context)?;
+    Walker::new(&parsed).walk()
+}
+
+fn push_normalized(items: &mut Vec<Item>, n: super::normalize::Normalized) {
+    for c in n.commands {
+        items.push(Item::Subject(ShellSubject::Command(c)));
+    }
+    for p in n.payloads {
+        items.push(Item::Payload(p));
+    }
+}
+
+/// One entry of the walk's stack: a node, the stdin its commands inherit, its nesting.
+#[derive(Clone, Copy)]
+struct Frame<'t> {
+    node: Node<'t>,
+    /// The parent's kind (`Node::parent` is not constant-time).
+    parent: &'static str,
+    /// Inside a heredoc redirect whose delimiter is quoted.
+    quoted_heredoc: bool,
+    /// Index into [`Walker::stdins`].
+    stdin: usize,
+    nesting: usize,
+}
+
+struct Walker<'t> {
+    src: &'t [u8],
+    root: Node<'t>,
+    stdins: Vec<Stdin>,
+    /// Words tree-sitter attached to a redirect (`echo > f a b`): they belong to the command.
+    extra_words: HashMap<usize, Vec<Node<'t>>>,
+    items: Vec<Item>,
+}
+
+/// Kinds whose children are not a level deeper (long `a && b && …` chains nest in the tree).
+fn flat(kind: &str) -> bool {
+    matches!(
+        kind,
+        "list" | "pipeline" | "program" | "redirected_statement"
+    )
+}
+
+impl<'t> Walker<'t> {
+    fn new(parsed: &'t Parsed) -> Self {
+        Walker {
+            src: parsed.text.as_bytes(),
+            root: parsed.tree.root_node(),
+            stdins: vec![Stdin::Inherited, Stdin::Pipe],
+            extra_words: HashMap::new(),
+            items: Vec::new(),
+        }
+    }
+
+    fn text(&self, node: Node<'_>) -> String {
+        text_of(self.src, node.start_byte(), node.end_byte())
+    }
+
+    fn walk(mut self) -> Result<Vec<Item>, SplitError> {
+        let mut stack = vec![Frame {
+            node: self.root,
+            parent: "",
+            quoted_heredoc: false,
+            stdin: 0,
+            nesting: 0,
+        }];
+        while let Some(f) = stack.pop() {
+            if f.nesting > MAX_NESTING {
+                return Err(SplitError::TooDeep {
+                    what: "constructs",
+                    max: MAX_NESTING,
+                });
+            }
+            let kind = f.node.kind();
+            let mut child_stdin: Vec<(usize, usize)> = Vec::new(); // (child index, stdin)
+            match kind {
+                "comment" => continue,
+                "command" => self.command(f)?,
+                "variable_assignment" | "variable_assignments"
+                    if !matches!(
+                        f.parent,
+                        "command" | "declaration_command" | "variable_assignments"
+                    ) =>
+                {
+                    self.assignments(f);
+                }
+                "declaration_command" | "unset_command" => self.declaration(f),
+                "test_command" => self.test_command(f),
+                // tree-sitter-bash does not parse backticks inside heredoc bodies or `${…}`, nor
+                // nested (escaped) backticks: read those texts as bash does.
+                "heredoc_body" if !f.quoted_heredoc => {
+                    self.backticks(f.node, &self.text(f.node))?;
+                }
+                "expansion" | "word" | "string_content" => {
+                    let text = self.text(f.node);
+                    let inside_expansion = kind != "expansion" && f.parent == "expansion";
+                    if text.contains('`') && !inside_expansion {
+                        self.backticks(f.node, &text)?;
+                    }
+                }
+                "command_substitution" => {
+                    let text = self.text(f.node);
+                    if let Some(inner) = text.strip_prefix('`').and_then(|t| t.strip_suffix('`'))
+                        && inner.contains('\\')
+                    {
+                        self.items.push(Item::Payload(Payload {
+                            text: unescape_backticked(inner),
+                            via: "a backtick substitution".into(),
+                            constraint: false,
+                        }));
+                    }
+                }
+                "file_redirect" => self.file_redirect(f.node)?,
+                "redirected_statement" => {
+                    child_stdin = self.redirected_statement(f)?;
+                }
+                "pipeline" => {
+                    let mut piped = false;
+                    let mut cursor = f.node.walk();
+                    for (i, c) in f.node.children(&mut cursor).enumerate() {
+                        if !c.is_named() && matches!(c.kind(), "|" | "|&") {
+                            piped = true;
+                        } else if piped && c.is_named() {
+                            child_stdin.push((i, 1));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let nesting = if flat(kind) { f.nesting } else { f.nesting + 1 };
+            let quoted_heredoc = if kind == "heredoc_redirect" {
+                redirect_is_quoted(f.node, self.src)
+            } else {
+                f.quoted_heredoc
+            };
+            let mut cursor = f.node.walk();
+            let children: Vec<Node<'t>> = f.node.children(&mut cursor).collect();
+            for (i, child) in children.into_iter().enumerate().rev() {
+                if !child.is_named() {
+                    continue;
+                }
+                let stdin = child_stdin
+                    .iter()
+                    .find(|(c, _)| *c == i)
+                    .map_or(f.stdin, |(_, s)| *s);
+                stack.push(Frame {
+                    node: child,
+                    parent: kind,
+                    quoted_heredoc,
+                    stdin,
+                    nesting,
+                });
+            }
+        }
+        Ok(self.items)
+    }
+
+    /// A redirected statement: its stdin-affecting redirects set the body's stdin; words
+    /// tree-sitter attached to a redirect target belong to a command body.
+    fn redirected_statement(&mut self, f: Frame<'t>) -> Result<Vec<(usize, usize)>, SplitError> {
+        let node = f.node;
+        let body = node.child_by_field_name("body");
+        let mut stdin = None;
+        let mut extra: Vec<Node<'t>> = Vec::new();
+        let mut cursor = node.walk();
+        let mut body_index = None;
+        for (i, c) in node.children(&mut cursor).enumerate() {
+            if Some(c) == body {
+                body_index = Some(i);
+                continue;
+            }
+            if let Some(s) = self.stdin_of(c) {
+                stdin = Some(s);
+            }
+            if c.kind() == "file_redirect" {
+                extra.extend(destinations(c).into_iter().skip(1));
+            }
+        }
+        if !extra.is_empty() {
+            match body {
+                Some(b) if b.kind() == "command" => {
+                    self.extra_words.entry(b.id()).or_default().extend(extra);
+                }
+                _ => {
+                    return Err(SplitError::Unsupported(
+                        "words after the redirect target of a compound command".into(),
+                    ));
+                }
+            }
+        }
+        Ok(match (stdin, body_index) {
+            (Some(s), Some(i)) => {
+                self.stdins.push(s);
+                vec![(i, self.stdins.len() - 1)]
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// The stdin a redirect node gives, if it affects stdin.
+    fn stdin_of(&self, r: Node<'_>) -> Option<Stdin> {
+        match r.kind() {
+            "herestring_redirect" => {
+                let mut cursor = r.walk();
+                let parts: Vec<Node<'_>> = r
+                    .named_children(&mut cursor)
+                    .filter(|c| c.kind() != "file_descriptor")
+                    .collect();
+                let w = word_from_nodes(&parts, self.src);
+                Some(match w.dynamic {
+                    Some(d) => Stdin::Dynamic(d),
+                    None => Stdin::Literal(format!("{}\n", w.value)),
+                })
+            }
+            "heredoc_redirect" => {
+                let mut cursor = r.walk();
+                let body = r.children(&mut cursor).find(|c| c.kind() == "heredoc_body");
+                let dash = {
+                    let mut cursor = r.walk();
+                    r.children(&mut cursor).any(|c| c.kind() == "<<-")
+                };
+                let Some(body) = body else {
+                    return Some(Stdin::Literal(String::new()));
+                };
+                let quoted = redirect_is_quoted(r, self.src);
+                let mut text = self.text(body);
+                if dash {
+                    text = text
+                        .split('\n')
+                        .map(|l| l.trim_start_matches('\t'))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
+                if quoted {
+                    return Some(Stdin::Literal(text));
+                }
+                let mut cursor = body.walk();
+                let dynamic = body
+                    .named_children(&mut cursor)
+                    .find(|c| c.kind() != "heredoc_content");
+                Some(match dynamic {
+                    Some(d) => Stdin::Dynamic(format!("`{}`", shorten(&self.text(d)))),
+                    None => Stdin::Literal(unescape_heredoc(&text)),
+                })
+            }
+            "file_redirect" => {
+                let op = operator(r)?;
+                let fd = r.child_by_field_name("descriptor").map(|d| self.text(d));
+                let on_stdin = fd.as_deref().is_none_or(|d| d == "0");
+                (on_stdin && matches!(op, "<" | "<&")).then_some(Stdin::File)
+            }
+            _ => None,
+        }
+    }
+
+    fn command(&mut self, f: Frame<'t>) -> Result<(), SplitError> {
+        let node = f.node;
+        let mut assignments: Vec<Word> = Vec::new();
+        let mut groups: Vec<Vec<Node<'t>>> = Vec::new();
+        let mut stdin = self.stdins.get(f.stdin).cloned().unwrap_or_default();
+        let mut own_stdin: Option<Stdin> = None;
+        let mut cursor = node.walk();
+        let children: Vec<(Option<&'static str>, Node<'t>)> = node
+            .children(&mut cursor)
+            .enumerate()
+            .map(|(i, c)| (node.field_name_for_child(i as u32), c))
+            .collect();
+        let push_word = |groups: &mut Vec<Vec<Node<'t>>>, n: Node<'t>| match groups.last_mut() {
+            Some(g) if g.last().is_some_and(|l| l.end_byte() == n.start_byte()) => g.push(n),
+            _ => groups.push(vec![n]),
+        };
+        for (field, c) in children {
+            match (field, c.kind()) {
+                (None, "variable_assignment") if groups.is_empty() => {
+                    assignments.push(word_from_nodes(&[c], self.src));
+                }
+                (Some("name"), _) => {
+                    let mut cursor = c.walk();
+                    let parts: Vec<Node<'t>> = c.children(&mut cursor).collect();
+                    if parts.is_empty() {
+                        push_word(&mut groups, c);
+                    }
+                    for p in parts {
+                        push_word(&mut groups, p);
+                    }
+                }
+                (Some("argument"), _) => push_word(&mut groups, c),
+                (Some("redirect"), _) => {
+                    if let Some(s) = self.stdin_of(c) {
+                        own_stdin = Some(s);
+                    }
+                    if c.kind() == "file_redirect" {
+                        for extra in destinations(c).into_iter().skip(1) {
+                            push_word(&mut groups, extra);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(extra) = self.extra_words.remove(&node.id()) {
+            for n in extra {
+                push_word(&mut groups, n);
+            }
+        }
+        if let Some(s) = own_stdin {
+            stdin = s;
+        }
+        let words: Vec<Word> = groups
+            .iter()
+            .map(|g| word_from_nodes(g, self.src))
+            .collect();
+        if words.is_empty() && assignments.is_empty() {
+            return Ok(());
+        }
+        let simple = SimpleCommand {
+            text: self.text(node).trim().to_owned(),
+            assignments,
+            words,
+            stdin,
+        };
+        self.emit(normalize(&simple));
+        Ok(())
+    }
+
+    fn emit(&mut self, n: super::normalize::Normalized) {
+        push_normalized(&mut self.items, n);
+    }
+
+    /// Every backtick substitution in a text tree-sitter leaves unparsed: each is a payload.
+    fn backticks(&mut self, node: Node<'_>, text: &str) -> Result<(), SplitError> {
+        for inner in backtick_segments(text).ok_or_else(|| SplitError::Syntax {
+            what: "an unterminated backtick".into(),
+            line: node.start_position().row + 1,
+            column: node.start_position().column + 1,
+            context: String::new(),
+        })? {
+            self.items.push(Item::Payload(Payload {
+                text: unescape_backticked(&inner),
+                via: "a backtick substitution".into(),
+                constraint: false,
+            }));
+        }
+        Ok(())
+    }
+
+    /// A statement of assignments only (`X=1`, `X=$(…)`).
+    fn assignments(&mut self, f: Frame<'t>) {
+        let node = f.node;
+        let assignments: Vec<Word> = if node.kind() == "variable_assignments" {
+            let mut cursor = node.walk();
+            node.named_children(&mut cursor)
+                .filter(|c| c.kind() == "variable_assignment")
+                .map(|c| word_from_nodes(&[c], self.src))
+                .collect()
+        } else {
+            vec![word_from_nodes(&[node], self.src)]
+        };
+        let simple = SimpleCommand {
+            text: self.text(node).trim().to_owned(),
+            assignments,
+            words: Vec::new(),
+            stdin: Stdin::Inherited,
+        };
+        self.emit(normalize(&simple));
+    }
+
+    /// `export`, `declare`, `local`, `readonly`, `typeset`, `unset`: a command whose words are
+    /// its keyword and its arguments.
+    fn declaration(&mut self, f: Frame<'t>) {
+        let node = f.node;
+        let mut groups: Vec<Vec<Node<'t>>> = Vec::new();
+        let mut cursor = node.walk();
+        for c in node.children(&mut cursor) {
+            if c.kind() == "comment" {
+                continue;
+            }
+            match groups.last_mut() {
+                Some(g) if g.last().is_some_and(|l| l.end_byte() == c.start_byte()) => g.push(c),
+                _ => groups.push(vec![c]),
+            }
+        }
+        let words: Vec<Word> = groups
+            .iter()
+            .map(|g| {
+                // The keyword is an anonymous node; everything else is a word.
+                if g.len() == 1 && !g[0].is_named() {
+                    Word::literal(&self.text(g[0]))
+                } else {
+                    word_from_nodes(g, self.src)
+                }
+            })
+            .collect();
+        let simple = SimpleCommand {
+            text: self.text(node).trim().to_owned(),
+            assignments: Vec::new(),
+            words,
+            stdin: Stdin::Inherited,
+        };
+        // An assignment holding a substitution as text is as suspicious here as bare.
+        let literal_subst = simple.words.iter().skip(1).find(|w| {
+            w.dynamic.is_none()
+                && w.is_assignment()
+                && (w.value.contains("$(") || w.value.contains('`'))
+        });
+        let reason = literal_subst.map(|w| {
+            format!(
+                "the assignment `{}` holds a command substitution as text, which arithmetic evaluation would run",
+                shorten(&w.written)
+            )
+        });
+        let mut n = normalize(&simple);
+        if let (Some(r), Some(c)) = (reason, n.commands.first_mut()) {
+            c.unknown.get_or_insert(r);
+        }
+        self.emit(n);
+    }
+
+    /// `[ … ]`, `[[ … ]]`: a command whose words are its tokens as written.
+    fn test_command(&mut self, f: Frame<'t>) {
+        let text = self.text(f.node);
+        let words: Vec<Word> = split_written(&text)
+            .into_iter()
+            .map(Word::literal)
+            .collect();
+        let simple = SimpleCommand {
+            text: text.trim().to_owned(),
+            assignments: Vec::new(),
+            words,
+            stdin: Stdin::Inherited,
+        };
+        let mut n = normalize(&simple);
+        if let Some(c) = n.commands.first_mut() {
+            c.read_only = c.unknown.is_none();
+        }
+        self.emit(n);
+    }
+
+    /// An output target is a `write` subject, an input target a `read` constraint; fd
+    /// duplications, `/dev/null` and process substitutions are not subjects; `/dev/tcp|udp`
+    /// makes an unknown command subject.
+    fn file_redirect(&mut self, r: Node<'t>) -> Result<(), SplitError> {
+        let Some(op) = operator(r) else {
+            return Ok(());
+        };
+        let dests = destinations(r);
+        let Some(dest) = dests.first().copied() else {
+            return Ok(()); // `>&-`
+        };
+        let w = word_from_nodes(&[dest], self.src);
+        let text = text_of(self.src, r.start_byte(), dest.end_byte());
+        let input = matches!(op, "<" | "<&");
+        if matches!(op, ">&" | "<&" | ">&-" | "<&-")
+            && (w.value == "-" || w.value.chars().all(|c| c.is_ascii_digit()))
+            && w.dynamic.is_none()
+        {
+            return Ok(()); // fd duplication or close
+        }
+        if dest.kind() == "process_substitution" {
+            return Ok(()); // a pipe to a command the walk visits
+        }
+        let v = w.value.as_str();
+        if w.dynamic.is_none()
+            && matches!(
+                v,
+                "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/stdin"
+            )
+        {
+            return Ok(());
+        }
+        if v.starts_with("/dev/tcp/") || v.starts_with("/dev/udp/") {
+            self.items
+                .push(Item::Subject(ShellSubject::Command(ShellCommand {
+                    text: text.clone(),
+                    written: vec![text.clone()],
+                    normalized: vec![text.clone()],
+                    also: Vec::new(),
+                    unknown: Some(format!("`{text}` opens a network connection")),
+                    extends: false,
+                    hazards: Vec::new(),
+                    via: None,
+                    read_only: false,
+                    constraint: false,
+                })));
+            return Ok(());
+        }
+        let mut unknown = w
+            .dynamic
+            .as_ref()
+            .map(|d| format!("the redirect target is not a literal: {d}"));
+        if unknown.is_none() && (w.glob || w.brace) {
+            unknown = Some(format!(
+                "the redirect target `{}` holds a glob or brace pattern",
+                w.written
+            ));
+        }
+        let mut path = w.value.clone();
+        if path.starts_with('~') {
+            if w.written.starts_with('~') {
+                let user = path[1..].split('/').next().unwrap_or_default();
+                if !user.is_empty() {
+                    unknown.get_or_insert_with(|| {
+                        format!(
+                            "the redirect target `{}` names another user's home",
+                            w.written
+                        )
+                    });
+                } else if path == "~" {
+                    path = "~/".into();
+                }
+            } else {
+                path = format!("./{path}"); // a quoted `~` is a file named `~`
+            }
+        }
+        if path.is_empty() {
+            unknown.get_or_insert_with(|| "the redirect target is empty".into());
+        }
+        let redirect = Redirect {
+            text,
+            path,
+            unknown,
+        };
+        self.items.push(Item::Subject(if input {
+            ShellSubject::Read(redirect)
+        } else {
+            ShellSubject::Write(redirect)
+        }));
+        Ok(())
+    }
+}
+
+/// A file redirect's operator (`>`, `>>`, `<`, `&>`, `>&`, …).
+fn operator(r: Node<'_>) -> Option<&'static str> {
+    let mut cursor = r.walk();
+    r.children(&mut cursor)
+        .find(|c| !c.is_named())
+        .map(|c| c.kind())
+}
+
+fn destinations(r: Node<'_>) -> Vec<Node<'_>> {
+    let mut cursor = r.walk();
+    r.children_by_field_name("destination", &mut cursor)
+        .collect()
+}
+
+/// The raw contents of each backtick substitution in `text` (outside them a backslash escapes
+/// the next character; inside, `` \` `` is a nested backtick); `None` when one is unterminated.
+fn backtick_segments(text: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '`' => {
+                let mut inner = String::new();
+                loop {
+                    match chars.next()? {
+                        '\\' => {
+                            inner.push('\\');
+                            inner.push(chars.next()?);
+                        }
+                        '`' => break,
+                        c => inner.push(c),
+                    }
+                }
+                out.push(inner);
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The command inside backticks: `\\`, `` \` `` and `\$` lose their backslash.
+fn unescape_backticked(inner: &str) -> String {
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '$' | '`' | '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An unquoted heredoc body as the shell passes it on: `\$`, `` \` `` and `\\` unescaped.
+fn unescape_heredoc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '$' | '`' | '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Splits text at whitespace outside quotes, keeping the quotes.
+fn split_written(text: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut start = None;
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    for (i, c) in text.char_indices() {
+        let quoted = single || double || escaped;
+        if !quoted && c.is_whitespace() {
+            if let Some(s) = start.take() {
+                words.push(&text[s..i]);
+            }
+            continue;
+        }
+        start.get_or_insert(i);
+        if escaped {
+            escaped = false;
+        } else if single {
+            single = c != '\'';
+        } else if c == '\\' {
+            escaped = true;
+        } else if double {
+            double = c != '"';
+        } else if c == '\'' {
+            single = true;
+        } else if c == '"' {
+            double = true;
+        }
+    }
+    if let Some(s) = start {
+        words.push(&text[s..]);
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn subjects(items: Vec<Item>) -> Vec<String> {
+        items
+            .into_iter()
+            .map(|i| match i {
+                Item::Subject(s) => format!("{s:?}"),
+                Item::Payload(p) => format!("{p:?}"),
+            })
+            .collect()
+    }
+
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("git".to_owned()),
+            Just("status".to_owned()),
+            Just("rm".to_owned()),
+            Just("-rf".to_owned()),
+            Just("&&".to_owned()),
+            Just("||".to_owned()),
+            Just(";".to_owned()),
+            Just("|".to_owned()),
+            Just("A=1".to_owned()),
+            Just("B=".to_owned()),
+            Just("'a b'".to_owned()),
+            Just("\"c 'd'\"".to_owned()),
+            Just("'r''m'".to_owned()),
+            Just("x\"y\"z".to_owned()),
+            Just("~/x".to_owned()),
+            Just("sudo".to_owned()),
+            Just("timeout".to_owned()),
+            Just("5".to_owned()),
+            Just("xargs".to_owned()),
+            Just("bash".to_owned()),
+            Just("-c".to_owned()),
+            Just("eval".to_owned()),
+            Just("if".to_owned()),
+            Just("=x".to_owned()),
+            Just("a=b=c".to_owned()),
+            Just("-".to_owned()),
+            Just("@x:,+.".to_owned()),
+            Just("a%b".to_owned()),
+            Just("a@'x'".to_owned()),
+            Just("\"x\"y".to_owned()),
+            Just("'a'@".to_owned()),
+            Just("x=\"a b\"".to_owned()),
+            Just("_x=1".to_owned()),
+            Just("9".to_owned()),
+            "[a-z0-9_./:,@%+=~-]{1,5}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: match std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()) {
+                Some(n) => n,
+                None if std::env::var_os("CI").is_some() => 48,
+                None => 512,
+            },
+            ..ProptestConfig::default()
+        })]
+
+        /// Whatever the fast path accepts, it splits exactly as the tree-sitter walk does.
+        #[test]
+        fn the_fast_path_agrees_with_tree_sitter(
+            toks in prop::collection::vec(token(), 1..12),
+            seps in prop::collection::vec(prop_oneof![Just(" "), Just("  "), Just("\t")], 12),
+        ) {
+            let mut text = String::new();
+            for (t, s) in toks.iter().zip(&seps) {
+                text.push_str(t);
+                text.push_str(s);
+            }
+            if let Some(commands) = fast::split(&text) {
+                let mut fast_items = Vec::new();
+                for c in commands {
+                    push_normalized(&mut fast_items, normalize(&c));
+                }
+                let slow = walk_tree(&text, "");
+                prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
+                let slow = slow.unwrap_or_default();
+                prop_assert_eq!(subjects(fast_items), subjects(slow), "{:?}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_path_takes_plain_lists_only() {
+        for yes in [
+            "git status",
+            "a && b || c; d | e",
+            "A='x y' b \"c\"",
+            "git status ;",
+        ] {
+            assert!(fast::split(yes).is_some(), "{yes}");
+        }
+        for no in [
+            "",
+            " ",
+            "a &",
+            "a |& b",
+            "a && ",
+            "; a",
+            "a;;",
+            "echo $x",
+            "echo `x`",
+            "a > b",
+            "a < b",
+            "a\nb",
+            "if true",
+            "(a)",
+            "{ a; }",
+            "a # c",
+            "echo \"$x\"",
+            "echo \\a",
+            "echo *",
+            "=x",
+            "time a",
+            "a\rb",
+            "é",
+        ] {
+            assert!(fast::split(no).is_none(), "{no:?}");
+        }
+    }
+}

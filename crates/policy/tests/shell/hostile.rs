@@ -1,0 +1,113 @@
+//! Hostile input: every bound fails closed (deny), fast and without a stack overflow. The
+//! verdict is asserted, not the time (docs/shell.md records the times).
+
+use std::time::Instant;
+
+use super::*;
+
+fn denied(command: &str, reason: &str) {
+    denied_any(command, &[reason]);
+}
+
+fn denied_any(command: &str, reasons: &[&str]) {
+    let s = policy(
+        &["bash", "bash(echo:*)", "bash(true)"],
+        &["bash(rm:*)"],
+        &[],
+        "allow",
+    );
+    let start = Instant::now();
+    let v = bash(&s, command);
+    eprintln!(
+        "{} bytes: {} in {:?} ({})",
+        command.len(),
+        v.decision,
+        start.elapsed(),
+        v.reason
+    );
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+    assert!(
+        reasons.iter().any(|r| v.reason.contains(r)),
+        "{} (want one of {reasons:?})",
+        v.reason
+    );
+}
+
+#[test]
+fn a_one_mebibyte_command_is_denied() {
+    denied(
+        &format!("echo {}", "a".repeat(1 << 20)),
+        "bytes the splitter reads",
+    );
+    denied(
+        &"(){}[]$'\"`|&;<>".repeat(70_000),
+        "bytes the splitter reads",
+    );
+}
+
+#[test]
+fn ten_thousand_nested_substitutions_are_denied() {
+    let closed = format!("echo {}x{}", "$(".repeat(10_000), ")".repeat(10_000));
+    denied(&closed, "nests constructs more than");
+    let open = format!("echo {}x", "$(".repeat(10_000));
+    denied(&open, "does not parse");
+    let subshells = format!("{}true{}", "(".repeat(10_000), ")".repeat(10_000));
+    denied(&subshells, "nests constructs more than");
+    let groups = format!("{}true;{}", "{ ".repeat(5_000), " }".repeat(5_000));
+    denied_any(&groups, &["nests constructs more than", "does not parse"]);
+}
+
+#[test]
+fn payloads_nest_to_a_bound() {
+    denied(
+        &format!("{}rm -rf /x", "eval ".repeat(20)),
+        "nests payloads",
+    );
+    denied(
+        &format!("{}rm -rf /x", "eval ".repeat(5)),
+        "denied by bash(rm:*)",
+    );
+    denied(&format!("echo {}", "`echo \\".repeat(3)), "does not parse");
+}
+
+#[test]
+fn many_subjects_are_denied_never_capped() {
+    let many = "true; ".repeat(5_000) + "true";
+    denied(&many, "more than 4096 subjects");
+    let chain = "true && ".repeat(10_000) + "true";
+    denied(&chain, "more than 4096 subjects");
+    // Under the bound, the last subject is still checked (corpus B18, at scale).
+    let last = "true; ".repeat(4_000) + "rm -rf /x";
+    denied(&last, "denied by bash(rm:*)");
+}
+
+#[test]
+fn a_wrapper_with_too_many_words_is_unknown() {
+    let words = "x ".repeat(300);
+    denied(&format!("sudo --bogus {words}"), "more than the 256");
+}
+
+#[test]
+fn garbage_is_denied_quickly() {
+    for command in [
+        "\"'".repeat(50_000),
+        "((((".repeat(20_000),
+        "$(".repeat(40_000),
+        "<<".repeat(40_000),
+        "`".repeat(100_001),
+        "\\\n".repeat(40_000),
+        "echo a\u{0}; rm -rf /".to_owned(),
+    ] {
+        let s = policy(&["bash"], &["bash(rm:*)"], &[], "allow");
+        let start = Instant::now();
+        let v = bash(&s, &command);
+        eprintln!(
+            "{} bytes of garbage: {} in {:?}",
+            command.len(),
+            v.decision,
+            start.elapsed()
+        );
+        let head: String = command.chars().take(20).collect();
+        assert_ne!(v.decision, Decision::Allow, "{head:?}: {}", v.reason);
+    }
+}
