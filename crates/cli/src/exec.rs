@@ -1,14 +1,28 @@
-//! `warden exec`: one tool call through the full executor (the contract of the executor issue).
+//! `warden exec`: one tool call through the full executor (the contract of the executor issue,
+//! with contained execution from issue 7).
 //!
 //! ```text
 //! warden exec --policy FILE --tool NAME --args JSON [--workspace DIR]
-//!             [--backend in-process|subprocess] [--receipt FILE] [--evidence PATH] [--format json]
+//!             [--backend subprocess|in-process] [--simulate-unavailable MECHANISM]...
+//!             [--receipt FILE] [--evidence PATH] [--format json]
 //! ```
+//!
+//! The built-in tools (`bash`, `edit`, `list`, `read`, `write`) work in the workspace (default:
+//! the current directory). With `--backend subprocess` (the default) `bash` runs contained: the
+//! workspace is the only write root, reads are allowed everywhere, the network is off and the
+//! environment keeps only the policy's `[containment].env` allowlist; each is required unless
+//! the policy's `[containment]` table makes it optional (or `network_off = "allowed"`). A
+//! required mechanism the backend's probe did not prove denies the call (`containment`) before
+//! it starts; an optional one lets it run and the outcome lists it in `degradations`. With
+//! `--backend in-process` child processes run uncontained and the capability report says so,
+//! so required containment denies `bash` there. `--simulate-unavailable` makes the probe report
+//! a mechanism missing, as on a kernel without it (it never widens anything).
 //!
 //! `--format json` prints one object: `outcome` (`succeeded`, `denied`, `escalated`, `deferred`,
 //! `failed`, `cancelled`, `timed_out`, `ambiguous`), `profile`, `reason` unless it succeeded,
-//! `result` when it did. Exit 0 when it succeeded, 1 for every other outcome, 2 for a usage or
-//! input error (unknown tool, invalid JSON, a bad policy or receipt), with nothing run.
+//! `result` when it did, `degradations` when containment was degraded. Exit 0 when it
+//! succeeded, 1 for every other outcome, 2 for a usage or input error (unknown tool, invalid
+//! JSON, a bad policy or receipt, a helper that cannot be probed), with nothing run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,12 +32,12 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 use warden_contracts::{
-    ActionRef, ApprovalReceipt, BackendRef, ContextId, EffectBackend, ExecutionContext,
-    ExecutionOutcome, ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind,
-    PrincipalRef, RequestId, ScopeId,
+    ActionRef, ApprovalReceipt, ContextId, EffectBackend, ExecutionContext, ExecutionOutcome,
+    ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind, PrincipalRef, RequestId,
+    ScopeId,
 };
 use warden_executor::{ActionExecutor, ExecuteOptions, Registry, SnapshotPolicy};
-use warden_sandbox::InProcessBackend;
+use warden_sandbox::{InProcessBackend, Mechanism, ProbeOptions, SubprocessBackend};
 
 use crate::error::CliError;
 use crate::{OutputFormat, PolicyArgs, load};
@@ -31,28 +45,58 @@ use crate::{OutputFormat, PolicyArgs, load};
 /// Where tool effects happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum BackendChoice {
+    /// Contained subprocesses (Landlock, network namespace, environment allowlist, limits),
+    /// each mechanism proven by a probe at start.
+    Subprocess,
     /// In this process's authority, with no containment (the capability report says so).
     InProcess,
-    /// A contained subprocess (not wired into `warden exec` yet: issue 7).
-    Subprocess,
+}
+
+/// A containment mechanism to report as missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MechanismChoice {
+    /// Landlock (write roots).
+    Landlock,
+    /// The user + network namespace (network off).
+    NetworkNamespace,
+    /// The environment allowlist.
+    Environment,
+    /// Resource limits.
+    Rlimits,
+}
+
+impl MechanismChoice {
+    fn mechanism(self) -> Mechanism {
+        match self {
+            Self::Landlock => Mechanism::Landlock,
+            Self::NetworkNamespace => Mechanism::NetworkNamespace,
+            Self::Environment => Mechanism::Environment,
+            Self::Rlimits => Mechanism::Rlimits,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ExecArgs {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// The tool to run (`bash`, `read`, `write`).
+    /// The tool to run (`bash`, `edit`, `list`, `read`, `write`).
     #[arg(long, value_name = "NAME")]
     tool: String,
     /// The call's arguments: a JSON object.
     #[arg(long, value_name = "JSON")]
     args: String,
-    /// The workspace: file paths resolve under it and `bash` runs in it (default: current).
+    /// The workspace: relative paths resolve under it, the only place writes may happen, and
+    /// where `bash` runs (default: the current directory).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// The effect backend.
-    #[arg(long, value_enum, default_value_t = BackendChoice::InProcess)]
+    #[arg(long, value_enum, default_value_t = BackendChoice::Subprocess)]
     backend: BackendChoice,
+    /// Report a containment mechanism as missing, as on a kernel without it (subprocess
+    /// backend; repeatable), to see how the policy behaves. Never widens anything.
+    #[arg(long, value_enum, value_name = "MECHANISM")]
+    simulate_unavailable: Vec<MechanismChoice>,
     /// An approval receipt (JSON) for a call the policy escalates.
     #[arg(long, value_name = "FILE")]
     receipt: Option<PathBuf>,
@@ -117,9 +161,9 @@ fn local_principal() -> Result<PrincipalRef, CliError> {
 pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     // Everything is validated before anything runs.
     let arguments = args_object(&a.args)?;
-    if a.backend == BackendChoice::Subprocess {
+    if a.backend == BackendChoice::InProcess && !a.simulate_unavailable.is_empty() {
         return Err(CliError::Input(
-            "--backend subprocess is not available in `warden exec` yet (contained execution is wired in by issue 7); use --backend in-process".into(),
+            "--simulate-unavailable applies to --backend subprocess (the in-process backend proves nothing to begin with)".into(),
         ));
     }
     if a.evidence.is_some() {
@@ -133,11 +177,32 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     let receipt = a.receipt.as_deref().map(receipt).transpose()?;
     let snapshot = Arc::new(load::snapshot(&a.policy.policies)?);
     let policy_digest = snapshot.digest().to_string();
+    let containment = snapshot.containment().clone();
 
-    let backend = InProcessBackend::new();
+    let backend: Arc<dyn EffectBackend> = match a.backend {
+        BackendChoice::InProcess => Arc::new(InProcessBackend::new()),
+        BackendChoice::Subprocess => {
+            // This binary hosts the re-exec helper (see `main`), so the probe exercises exactly
+            // what the call will use.
+            let exe = std::env::current_exe()
+                .map_err(|e| CliError::Input(format!("cannot find the warden binary: {e}")))?;
+            let options = ProbeOptions {
+                simulate_unavailable: a
+                    .simulate_unavailable
+                    .iter()
+                    .map(|m| m.mechanism())
+                    .collect(),
+            };
+            Arc::new(
+                SubprocessBackend::probe_with(exe, &options)
+                    .map_err(|e| CliError::Input(e.to_string()))?,
+            )
+        }
+    };
     let report = backend.capabilities().clone();
+    let backend_ref = backend.backend_ref();
     let mut registry = Registry::new();
-    warden_tools::register_builtins(&mut registry, &workspace, Arc::new(backend))
+    warden_tools::register_builtins_with(&mut registry, &workspace, backend, &containment)
         .map_err(|e| CliError::Input(e.to_string()))?;
     if registry.resolve(&action).is_err() {
         let known: Vec<&str> = registry.descriptors().map(|d| d.name()).collect();
@@ -147,11 +212,17 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             known.join(", ")
         )));
     }
-    let executor = ActionExecutor::builder(registry)
-        .policy(Arc::new(
-            SnapshotPolicy::new(snapshot).with_cwd(workspace.clone()),
-        ))
-        .backend(report.clone())
+    // The policy's `[containment]` applies to the tools that run processes.
+    let executor = warden_tools::PROCESS_TOOLS
+        .iter()
+        .fold(
+            ActionExecutor::builder(registry)
+                .policy(Arc::new(
+                    SnapshotPolicy::new(snapshot).with_cwd(workspace.clone()),
+                ))
+                .backend(report.clone()),
+            |b, name| b.policy_containment_for(*name, &containment),
+        )
         .build()
         .map_err(|e| CliError::Input(e.to_string()))?;
 
@@ -163,7 +234,7 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         ContextId::new("warden-exec").map_err(invalid)?,
         scope.clone(),
         local_principal()?,
-        BackendRef::new(report.backend.name()).map_err(invalid)?,
+        backend_ref,
     );
     let request = ExecutionRequest::new(
         RequestId::new(fresh_id("req")).map_err(invalid)?,
@@ -260,11 +331,25 @@ fn render(outcome: &ExecutionOutcome) -> Map<String, Value> {
             o.insert("reason".into(), json!(message));
         }
     }
+    if !outcome.degradations().is_empty() {
+        o.insert("degradations".into(), json!(outcome.degradations()));
+    }
     o
 }
 
 fn write_text(out: &mut impl Write, outcome: &ExecutionOutcome) -> Result<(), CliError> {
     let o = render(outcome);
+    for d in outcome.degradations() {
+        let name = serde_json::to_value(d.capability)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "degraded: {name} not proven ({}); the policy made it optional",
+            d.detail
+        )?;
+    }
     match outcome {
         ExecutionOutcome::Succeeded { result, .. } => {
             writeln!(out, "succeeded")?;

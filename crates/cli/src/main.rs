@@ -11,8 +11,11 @@ mod check;
 mod error;
 mod evidence;
 mod exec;
+mod export;
+mod hook;
 mod load;
 mod policy_cmd;
+mod replay;
 mod sandbox_cmd;
 
 use std::io::Write as _;
@@ -48,6 +51,11 @@ enum Command {
     /// Inspect the contained-execution backend.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Answer a coding agent's hook: decide its tool call before it runs it.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
+    /// Decide every tool call in agent transcripts against a policy, without running anything.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +133,10 @@ enum PolicyCommand {
     },
     /// Print the JSON Schema of the policy file.
     Schema,
+    /// Translate a policy into Claude Code, Codex or Gemini CLI rules, with a report.
+    Export(export::ExportArgs),
+    /// Translate a provider's settings (Claude Code) into a Warden policy, with a report.
+    Import(export::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -146,6 +158,10 @@ fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Schema) => policy_cmd::schema(&mut out),
         Command::Evidence(c) => evidence::run(&c, &mut out),
         Command::Sandbox(SandboxCommand::Probe { format }) => sandbox_cmd::probe(format, &mut out),
+        Command::Hook(c) => hook::run(&c, &mut out),
+        Command::Replay(a) => replay::run(&a, &mut out),
+        Command::Policy(PolicyCommand::Export(a)) => export::run_export(&a, &mut out),
+        Command::Policy(PolicyCommand::Import(a)) => export::run_import(&a, &mut out),
     };
     let flushed = out.flush();
     match result.and_then(|code| flushed.map(|()| code).map_err(CliError::from)) {

@@ -11,6 +11,12 @@ use serde_json::{Value, json};
 mod evidence;
 #[path = "support/exec.rs"]
 mod exec;
+#[path = "support/export.rs"]
+mod export;
+#[path = "support/hook.rs"]
+mod hook;
+#[path = "support/replay.rs"]
+mod replay;
 #[path = "support/shell.rs"]
 mod shell;
 

@@ -107,6 +107,10 @@ pub struct ProcessSpec {
     /// Limit on captured output, in bytes (stdout and stderr each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_bytes: Option<u64>,
+    /// Containment the caller accepts running without when the backend has not proven it (the
+    /// policy made it optional). Anything not listed is required: the backend refuses to run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degradable: Vec<Capability>,
 }
 
 /// What a process did.

@@ -705,7 +705,10 @@ fn degradations() -> impl Strategy<Value = Vec<CapabilityEntry>> {
 }
 
 fn capability_report() -> impl Strategy<Value = CapabilityReport> {
-    (backend_ref(), proptest::collection::vec(capability_entry(), 0..6))
+    (
+        backend_ref(),
+        proptest::collection::vec(capability_entry(), 0..6),
+    )
         .prop_map(|(backend, entries)| CapabilityReport { backend, entries })
 }
 
@@ -746,6 +749,7 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 network,
                 timeout_ms,
                 max_output_bytes,
+                degradable: if network { vec![Capability::NetworkOff] } else { Vec::new() },
             },
         )
 }
@@ -1184,7 +1188,7 @@ fn degradations_are_recorded_only_where_a_call_may_have_run() {
         degradations: vec![],
     }
     .with_degradations(vec![entry.clone()]);
-    assert_eq!(failed.degradations(), [entry.clone()]);
+    assert_eq!(failed.degradations(), std::slice::from_ref(&entry));
     check("ExecutionOutcome", &failed);
     let json = serde_json::to_value(&failed).unwrap();
     assert_eq!(json["degradations"][0]["status"], "unsupported");

@@ -9,7 +9,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use warden_contracts::canonical;
 use warden_contracts::{
     ChainHead, ChainId, Digest, EvidenceError, HASH_ALGORITHM, OperationId, ReasonCode, RecordId,
     SessionId,
@@ -248,8 +247,8 @@ pub fn seal_journal(
     record::check_append_fields(&entry.policy_id, &entry.policy_version, entry.created_at)?;
     validate(entry.record_type, &entry.payload)
         .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
-    let payload_json = canonical::to_canonical_string(&entry.payload)
-        .map_err(|e| record::invalid(e.to_string()))?;
+    let payload_json =
+        record::canonical_json(&entry.payload).map_err(|e| record::invalid(e.to_string()))?;
     let mut r = JournalRecord {
         record_id: record::record_id_for(Family::Journal, &entry.chain_id, next)?,
         record_type: entry.record_type,

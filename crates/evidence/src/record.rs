@@ -44,23 +44,39 @@ impl Family {
     }
 }
 
-/// The record id a store assigns at `sequence` of `chain`: `rec_` and 32 hex digits of a BLAKE3
-/// hash of the family, the chain id and the sequence. Deterministic, so every backend assigns the
-/// same ids and a verifier can check them.
+/// The record id a store assigns at `sequence` of `chain`: `rec_`, 16 hex digits of a BLAKE3
+/// hash of the family and the chain id, and the sequence as 16 hex digits. Deterministic, so
+/// every backend assigns the same ids and a verifier can check them; unique per family and chain.
 pub fn record_id_for(
     family: Family,
     chain: &ChainId,
     sequence: u64,
 ) -> Result<RecordId, EvidenceError> {
-    let mut h = blake3::Hasher::new();
-    h.update(family.id_domain().as_bytes());
-    h.update(&[0]);
-    h.update(chain.as_str().as_bytes());
-    h.update(&[0]);
-    h.update(&sequence.to_be_bytes());
-    let hex = h.finalize().to_hex();
+    let id = CHAIN_PREFIX.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((f, c, prefix)) = cache.as_ref()
+            && *f == family
+            && c == chain.as_str()
+        {
+            return format!("rec_{prefix}{sequence:016x}");
+        }
+        let mut h = blake3::Hasher::new();
+        h.update(family.id_domain().as_bytes());
+        h.update(&[0]);
+        h.update(chain.as_str().as_bytes());
+        let prefix = h.finalize().to_hex().as_str()[..16].to_owned();
+        let id = format!("rec_{prefix}{sequence:016x}");
+        *cache = Some((family, chain.as_str().to_owned(), prefix));
+        id
+    });
     // `rec_` and 32 hex digits: always a valid identifier.
-    RecordId::new(format!("rec_{}", &hex.as_str()[..32])).map_err(|e| invalid(e.to_string()))
+    RecordId::new(id).map_err(|e| invalid(e.to_string()))
+}
+
+thread_local! {
+    /// The last chain's id prefix: appends and verification walk one chain at a time.
+    static CHAIN_PREFIX: std::cell::RefCell<Option<(Family, String, String)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// The fields of one record, borrowed: shared by evidence and journal records.
@@ -188,6 +204,78 @@ fn write_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// RFC 8785 canonical JSON, fast path: the same text as
+/// `warden_contracts::canonical::to_canonical_string` (a property test holds them equal), written
+/// with bulk string copies and integer formatting. Payloads carry no fractional numbers; a value
+/// with one (or an integer beyond ±(2^53 − 1)) goes to the contracts implementation.
+pub fn canonical_json(
+    value: &Value,
+) -> Result<String, warden_contracts::canonical::CanonicalError> {
+    let mut out = String::with_capacity(256);
+    if write_canonical(&mut out, value) {
+        Ok(out)
+    } else {
+        canonical::to_canonical_string(value)
+    }
+}
+
+/// Returns `false` when the fast path cannot write `v` exactly.
+fn write_canonical(out: &mut String, v: &Value) -> bool {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                if u > MAX_SAFE_INTEGER {
+                    return false;
+                }
+                let _ = write!(out, "{u}");
+            } else if let Some(i) = n.as_i64() {
+                if i.unsigned_abs() > MAX_SAFE_INTEGER {
+                    return false;
+                }
+                let _ = write!(out, "{i}");
+            } else {
+                return false;
+            }
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if !write_canonical(out, item) {
+                    return false;
+                }
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if entries.iter().all(|(k, _)| k.is_ascii()) {
+                entries.sort_unstable_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
+            } else {
+                entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            }
+            out.push('{');
+            for (i, (k, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                if !write_canonical(out, item) {
+                    return false;
+                }
+            }
+            out.push('}');
+        }
+    }
+    true
+}
+
 /// The serialized name of a record type (`policy_bound`, …).
 pub fn record_type_str(t: RecordType) -> &'static str {
     match t {
@@ -229,8 +317,7 @@ pub(crate) fn canonical_payload(
             record_type_str(entry.record_type)
         ))
     })?;
-    let text =
-        canonical::to_canonical_string(&entry.payload).map_err(|e| invalid(e.to_string()))?;
+    let text = canonical_json(&entry.payload).map_err(|e| invalid(e.to_string()))?;
     Ok((text, parsed))
 }
 
@@ -360,6 +447,6 @@ pub fn receipt_of(record: &EvidenceRecord) -> warden_contracts::AppendReceipt {
 /// Parses a payload and re-canonicalizes it: `Some(value)` when `text` is canonical JSON.
 pub(crate) fn parse_canonical(text: &str) -> Option<Value> {
     let value: Value = serde_json::from_str(text).ok()?;
-    let again = canonical::to_canonical_string(&value).ok()?;
+    let again = canonical_json(&value).ok()?;
     (again == text).then_some(value)
 }

@@ -20,10 +20,9 @@ use serde_json::{Map, Value};
 use warden_contracts::{
     ActionRef, AdmissionDecision, ApprovalId, ApprovalReceipt, ApprovalRequest, BackendRef,
     Capability, CapabilityEntry, CapabilityReport, CapabilityStatus, Capacity, DecisionEvent,
-    DecisionReason,
-    Digest, Disposition, ExecutionContext, ExecutionOutcome, ExecutionRequest, Executor, Failure,
-    Observer, PolicyEvaluator, PolicyQuery, ReasonCode, RequestId, RuntimeProfile, Stage,
-    StageEvent, StageStatus, Timestamp,
+    DecisionReason, Digest, Disposition, ExecutionContext, ExecutionOutcome, ExecutionRequest,
+    Executor, Failure, Observer, PolicyEvaluator, PolicyQuery, ReasonCode, RequestId,
+    RuntimeProfile, Stage, StageEvent, StageStatus, Timestamp,
 };
 use warden_policy::{Containment, NetworkRequirement, Requirement};
 
@@ -170,7 +169,11 @@ impl ExecutorBuilder {
                 Capability::FilesystemWriteRoots,
                 table.write_roots,
             )
-            .containment_for(action.clone(), Capability::EnvAllowlist, table.env_allowlist);
+            .containment_for(
+                action.clone(),
+                Capability::EnvAllowlist,
+                table.env_allowlist,
+            );
         match table.network_off {
             NetworkRequirement::Required => {
                 b = b.containment_for(action, Capability::NetworkOff, Requirement::Required);
@@ -925,12 +928,6 @@ impl ActionExecutor {
                         request = %request.request_id(),
                         capabilities = ?degraded.iter().map(|e| e.capability).collect::<Vec<_>>(),
                         "optional containment not proven: the call runs degraded"
-                    );
-                    trace.allow(
-                        Stage::Admit,
-                        "backend",
-                        "optional containment not proven; the outcome records the degradation",
-                        ReasonCode::Containment,
                     );
                 }
                 let _ = progress.degraded.set(degraded);

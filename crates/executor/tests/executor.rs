@@ -812,6 +812,7 @@ fn each_lifecycle_case_has_a_distinct_outcome_with_its_profile() {
             profile: RuntimeProfile::Minimal,
             result: Value::Null,
             evidence: vec![],
+            degradations: vec![],
         },
         "a null result is a success"
     );
@@ -958,6 +959,7 @@ fn error_and_post_handlers_follow_adr_0044() {
             profile: RuntimeProfile::Minimal,
             result: json!("first"),
             evidence: vec![],
+            degradations: vec![],
         }
     );
     assert_eq!(
@@ -1235,7 +1237,10 @@ fn containment_a_backend_does_not_prove_denies_before_anything_starts() {
             .execute(request("r-1", "echo", json!({})), &context()),
     );
     assert_eq!(reason(&o).code, ReasonCode::Containment, "{o:?}");
-    assert!(reason(&o).message.contains("NetworkOff"));
+    assert!(
+        reason(&o).message.contains("network_off (in-process)"),
+        "{o:?}"
+    );
     assert_eq!(tool(&tools, "echo").calls(), 0);
     assert_eq!(limits.in_flight(), 0);
     // Other actions are not affected.
@@ -1246,6 +1251,269 @@ fn containment_a_backend_does_not_prove_denies_before_anything_starts() {
         )
         .is_success()
     );
+}
+
+#[test]
+fn optional_containment_not_proven_runs_and_the_outcome_records_the_degradation() {
+    let rt = rt();
+    let tools = tools();
+    let entry = |capability, status, detail: &str| CapabilityEntry {
+        capability,
+        status,
+        detail: detail.into(),
+    };
+    let report = CapabilityReport {
+        backend: BackendRef::new("in_process").unwrap(),
+        entries: vec![
+            entry(
+                Capability::FilesystemWriteRoots,
+                CapabilityStatus::Enforced,
+                "landlock probe passed",
+            ),
+            entry(
+                Capability::NetworkOff,
+                CapabilityStatus::Unsupported,
+                "no network namespace",
+            ),
+            entry(
+                Capability::EnvAllowlist,
+                CapabilityStatus::Degraded,
+                "half an allowlist",
+            ),
+        ],
+    };
+    let fx = build(&tools, |b| {
+        b.backend(report)
+            .require(Capability::FilesystemWriteRoots)
+            .containment(Capability::NetworkOff, warden_policy::Requirement::Optional)
+            .containment_for(
+                "echo",
+                Capability::EnvAllowlist,
+                warden_policy::Requirement::Optional,
+            )
+            .containment_for(
+                "ambiguous",
+                Capability::ResourceLimits,
+                warden_policy::Requirement::Optional,
+            )
+            // Asked for as both: the strictest wins.
+            .containment_for(
+                "null",
+                Capability::NetworkOff,
+                warden_policy::Requirement::Required,
+            )
+    });
+    let run = |id: &str, action: &str| {
+        rt.block_on(
+            fx.executor
+                .execute(request(id, action, json!({})), &context()),
+        )
+    };
+    let plan = fx
+        .executor
+        .plan(&ActionRef::new("echo").unwrap(), &context())
+        .unwrap();
+    assert_eq!(
+        plan.required_containment(),
+        [Capability::FilesystemWriteRoots]
+    );
+    assert_eq!(
+        plan.optional_containment(),
+        [Capability::NetworkOff, Capability::EnvAllowlist]
+    );
+
+    // Proceeds, and says exactly what was not proven, with the backend's evidence.
+    let o = run("r-1", "echo");
+    assert!(o.is_success(), "{o:?}");
+    assert_eq!(
+        o.degradations(),
+        [
+            entry(
+                Capability::NetworkOff,
+                CapabilityStatus::Unsupported,
+                "no network namespace"
+            ),
+            entry(
+                Capability::EnvAllowlist,
+                CapabilityStatus::Degraded,
+                "half an allowlist"
+            ),
+        ]
+    );
+    let json = serde_json::to_value(&o).unwrap();
+    assert_eq!(json["degradations"][0]["capability"], "network_off");
+    assert_eq!(tool(&tools, "echo").calls(), 1);
+    // A failure and an ambiguous result carry it too; a capability the report does not
+    // mention is unsupported.
+    let o = run("r-2", "fail");
+    assert!(matches!(o, ExecutionOutcome::Failed { .. }), "{o:?}");
+    assert_eq!(o.degradations().len(), 1);
+    let o = run("r-3", "ambiguous");
+    assert_eq!(o.status(), "ambiguous");
+    assert_eq!(
+        o.degradations()
+            .iter()
+            .map(|e| (e.capability, e.status))
+            .collect::<Vec<_>>(),
+        [
+            (Capability::NetworkOff, CapabilityStatus::Unsupported),
+            (Capability::ResourceLimits, CapabilityStatus::Unsupported)
+        ]
+    );
+    // Required for this action: denied before it starts, whatever is optional elsewhere.
+    let o = run("r-4", "null");
+    assert_eq!(reason(&o).code, ReasonCode::Containment, "{o:?}");
+    assert!(o.degradations().is_empty());
+    assert_eq!(tool(&tools, "null").calls(), 0);
+    // Nothing ran (the policy denied): nothing ran degraded.
+    let o = run("r-5", "deploy");
+    assert_eq!(o.status(), "escalated");
+    assert!(o.degradations().is_empty());
+    // Everything proven: no degradation.
+    let fx = build(&tools, |b| {
+        b.backend(CapabilityReport {
+            backend: BackendRef::new("in_process").unwrap(),
+            entries: vec![entry(
+                Capability::NetworkOff,
+                CapabilityStatus::Enforced,
+                "probe passed",
+            )],
+        })
+        .containment(Capability::NetworkOff, warden_policy::Requirement::Optional)
+    });
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("r-6", "echo", json!({})), &context()),
+    );
+    assert!(o.is_success() && o.degradations().is_empty(), "{o:?}");
+    assert!(
+        !serde_json::to_string(&o).unwrap().contains("degradations"),
+        "an empty list is not written"
+    );
+}
+
+#[test]
+fn a_deadline_during_a_degraded_call_keeps_the_degradation() {
+    let rt = rt();
+    let tools = tools();
+    let fx = build(&tools, |b| {
+        b.backend(CapabilityReport {
+            backend: BackendRef::new("in_process").unwrap(),
+            entries: vec![],
+        })
+        .containment(Capability::NetworkOff, warden_policy::Requirement::Optional)
+    });
+    let deadline = Timestamp(SystemClock.now().unix_millis() + 50);
+    let o = rt.block_on(fx.executor.execute(
+        request("r-1", "slow", json!({})).with_deadline(deadline),
+        &context(),
+    ));
+    assert_eq!(o.status(), "timed_out");
+    assert_eq!(o.call_executed(), Some(true));
+    assert_eq!(o.degradations()[0].capability, Capability::NetworkOff);
+    // Before the call: nothing ran, nothing degraded.
+    let o = rt.block_on(fx.executor.execute(
+        request("r-2", "slow", json!({})).with_deadline(Timestamp(1)),
+        &context(),
+    ));
+    assert_eq!(o.call_executed(), Some(false));
+    assert!(o.degradations().is_empty());
+}
+
+#[test]
+fn a_policy_containment_table_maps_onto_per_capability_requirements() {
+    use warden_policy::{Containment, NetworkRequirement, Requirement};
+    let tools = tools();
+    let table = Containment {
+        write_roots: Requirement::Optional,
+        network_off: NetworkRequirement::Allowed,
+        env_allowlist: Requirement::Required,
+        env: vec!["PATH".into()],
+    };
+    let fx = build(&tools, |b| b.policy_containment_for("bash", &table));
+    let plan = |name: &str| {
+        fx.executor
+            .plan(&ActionRef::new(name).unwrap(), &context())
+            .unwrap()
+    };
+    assert_eq!(
+        plan("bash").required_containment(),
+        [Capability::EnvAllowlist]
+    );
+    assert_eq!(
+        plan("bash").optional_containment(),
+        [Capability::FilesystemWriteRoots]
+    );
+    assert!(plan("echo").required_containment().is_empty());
+    assert!(plan("echo").optional_containment().is_empty());
+    // The default table asks for everything, strictly.
+    let fx = build(&tools, |b| {
+        b.policy_containment_for("bash", &Containment::default())
+    });
+    let plan = fx
+        .executor
+        .plan(&ActionRef::new("bash").unwrap(), &context())
+        .unwrap();
+    assert_eq!(
+        plan.required_containment(),
+        [
+            Capability::FilesystemWriteRoots,
+            Capability::EnvAllowlist,
+            Capability::NetworkOff
+        ]
+    );
+}
+
+#[test]
+fn per_call_hints_come_from_the_tool_for_valid_arguments_only() {
+    struct Hinted(ActionDescriptor);
+    #[async_trait]
+    impl Tool for Hinted {
+        fn descriptor(&self) -> &ActionDescriptor {
+            &self.0
+        }
+        fn hints_for(&self, arguments: &Map<String, Value>) -> Hints {
+            Hints {
+                read_only: Some(arguments.get("mode") == Some(&json!("look"))),
+                ..Hints::default()
+            }
+        }
+        async fn invoke(&self, _: InvocationToken, _: Value) -> Result<Value, ToolError> {
+            panic!("hints never invoke")
+        }
+    }
+    let d = ActionDescriptor::new("hinted", "1", ActionSource::Builtin {})
+        .unwrap()
+        .with_input_schema(json!({
+            "type": "object",
+            "properties": {"mode": {"type": "string"}},
+            "additionalProperties": false
+        }))
+        .unwrap();
+    let mut registry = Registry::new();
+    registry.register(Arc::new(Hinted(d))).unwrap();
+    for t in tools() {
+        registry.register(t).unwrap();
+    }
+    let r = registry
+        .resolve(&ActionRef::new("hinted").unwrap())
+        .unwrap();
+    let args = |v: Value| v.as_object().unwrap().clone();
+    assert!(
+        r.hints_for(&args(json!({"mode": "look"})))
+            .effective()
+            .read_only
+    );
+    assert!(
+        !r.hints_for(&args(json!({"mode": "touch"})))
+            .effective()
+            .read_only
+    );
+    // Arguments the tool could not run with get the static (worst-case) hints.
+    assert_eq!(r.hints_for(&args(json!({"other": 1}))), Hints::UNKNOWN);
+    // A tool that does not refine them reports its descriptor's.
+    let echo = registry.resolve(&ActionRef::new("echo").unwrap()).unwrap();
+    assert_eq!(echo.hints_for(&Map::new()), echo.descriptor().hints());
 }
 
 struct FixedClock(AtomicUsize);

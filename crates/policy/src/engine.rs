@@ -282,11 +282,16 @@ impl PolicySnapshot {
         let kind = self.profiles.get("bash").map(|p| p.matcher);
         let (restrict, permit, also) = match kind {
             Some(MatcherKind::Shell) | None => {
+                // Deny and ask rules (and allow-list carve-outs) read only the normalized side,
+                // allow rules (and deny/ask carve-outs) only the written one.
                 let restrict = Value::Shell {
-                    written: c.written.clone(),
+                    written: Vec::new(),
                     normalized: c.normalized.clone(),
                 };
-                let permit = restrict.clone();
+                let permit = Value::Shell {
+                    written: c.written.clone(),
+                    normalized: Vec::new(),
+                };
                 let also = c
                     .also
                     .iter()
@@ -308,10 +313,12 @@ impl PolicySnapshot {
             .profiles
             .get("bash")
             .map_or_else(|| "command".to_owned(), |p| p.field.clone());
+        let mut args = serde_json::Map::with_capacity(1);
+        args.insert(field, Json::String(c.text.clone()));
         let subject = Subject {
             tool: call.tool.clone(),
             text: c.text.clone(),
-            args: serde_json::json!({ field: c.text }),
+            args: Json::Object(args),
             constrain: c.constraint,
         };
         Prepared {

@@ -39,7 +39,7 @@ pub const DEFAULT_LIMITS: Limits = Limits {
 ///     program: "ls".into(), args: vec![], cwd: "/tmp".into(),
 ///     env_allowlist: vec!["PATH".into()], env_set: Default::default(), stdin: None,
 ///     write_roots: vec!["/tmp".into()], read_roots: None, network: false,
-///     timeout_ms: Some(5_000), max_output_bytes: Some(1 << 20),
+///     timeout_ms: Some(5_000), max_output_bytes: Some(1 << 20), degradable: vec![],
 /// }).await?;
 /// # Ok(()) }
 /// ```
@@ -215,15 +215,23 @@ impl SubprocessBackend {
         let containment = |what: &str| BackendError::Containment {
             message: format!("{what} is not proven on this machine"),
         };
-        if !self.proven(Capability::FilesystemWriteRoots) {
-            return Err(containment("filesystem write roots (landlock)"));
-        }
-        if !spec.network && !self.proven(Capability::NetworkOff) {
-            return Err(containment("network off (user+network namespace)"));
-        }
-        if !self.proven(Capability::EnvAllowlist) {
-            return Err(containment("the environment allowlist"));
-        }
+        // A mechanism that is not proven runs only if the caller listed it as degradable.
+        let usable = |capability: Capability, what: &str| -> Result<bool, BackendError> {
+            if self.proven(capability) {
+                Ok(true)
+            } else if spec.degradable.contains(&capability) {
+                Ok(false)
+            } else {
+                Err(containment(what))
+            }
+        };
+        let landlock = usable(
+            Capability::FilesystemWriteRoots,
+            "filesystem write roots (landlock)",
+        )?;
+        let network = spec.network
+            || !usable(Capability::NetworkOff, "network off (user+network namespace)")?;
+        usable(Capability::EnvAllowlist, "the environment allowlist")?;
         let mut env = BTreeMap::new();
         for name in &spec.env_allowlist {
             if let Some(v) = std::env::var_os(name) {
@@ -241,8 +249,8 @@ impl SubprocessBackend {
                 .read_roots
                 .as_ref()
                 .map(|r| r.iter().map(PathBuf::from).collect()),
-            network: spec.network,
-            landlock: true,
+            network,
+            landlock,
             limits: self.limits.clone(),
         })
     }

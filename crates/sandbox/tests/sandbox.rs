@@ -39,6 +39,7 @@ fn spec(
         network: false,
         timeout_ms: Some(10_000),
         max_output_bytes: Some(1 << 20),
+        degradable: Vec::new(),
     }
 }
 

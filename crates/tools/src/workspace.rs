@@ -1,6 +1,8 @@
-//! The workspace: the one directory the file tools may touch. Paths in arguments resolve under
-//! it; anything that would leave it (`..`, an absolute path elsewhere, a symlink pointing out)
-//! is refused before the tool runs (its guard) and again when it runs.
+//! The workspace: the one directory the file tools may change. Relative paths in arguments
+//! resolve under it. Writes and edits must stay inside it: `..` climbing out, an absolute path
+//! elsewhere and a symlink pointing out are refused, before the tool runs (its guard) and again
+//! when it runs. Reads and listings go anywhere, like the subprocess backend's read roots: which
+//! paths may be read is the policy's to decide (`read(...)` rules).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -34,42 +36,26 @@ impl Workspace {
         &self.root
     }
 
-    /// Resolves an argument path (relative to the root, or absolute) to a path inside the
-    /// workspace, or says why it is outside. Lexical first (`..` may not climb out), then the
-    /// longest existing ancestor is canonicalized, so a symlink pointing out is refused too.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
-        if path.is_empty() {
-            return Err("the path is empty".into());
-        }
-        if path.contains('\0') {
-            return Err("the path contains a NUL byte".into());
-        }
-        let given = Path::new(path);
-        let joined = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.root.join(given)
-        };
-        let mut lexical = PathBuf::new();
-        for c in joined.components() {
-            match c {
-                Component::Prefix(_) | Component::RootDir => lexical.push(c.as_os_str()),
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    if !lexical.pop() {
-                        return Err(format!("`{path}` climbs above the file-system root"));
-                    }
-                }
-                Component::Normal(n) => lexical.push(n),
-            }
-        }
+    /// The path a read or a listing of `path` touches: relative to the root, or absolute,
+    /// normalized lexically (`.` and `..` folded). Never refused for leaving the workspace;
+    /// only an empty path or a NUL byte is.
+    pub fn resolve_read(&self, path: &str) -> Result<PathBuf, String> {
+        self.lexical(path)
+    }
+
+    /// Resolves a path to be written or edited to a path inside the workspace, or says why it
+    /// is outside. Lexical first (`..` may not climb out, an absolute path must lie under the
+    /// root), then the longest existing ancestor is canonicalized, so a symlink anywhere on the
+    /// way (the target itself included) that points out is refused too. A dangling symlink as
+    /// the last component resolves to the link itself, which a write replaces.
+    pub fn resolve_write(&self, path: &str) -> Result<PathBuf, String> {
+        let lexical = self.lexical(path)?;
         if !lexical.starts_with(&self.root) {
             return Err(format!(
                 "`{path}` is outside the workspace {}",
                 self.root.display()
             ));
         }
-        // Symlinks: the longest existing ancestor, resolved, must stay inside.
         let mut existing = lexical.clone();
         let mut rest = Vec::new();
         let resolved = loop {
@@ -97,5 +83,34 @@ impl Workspace {
             out.push(part);
         }
         Ok(out)
+    }
+
+    fn lexical(&self, path: &str) -> Result<PathBuf, String> {
+        if path.is_empty() {
+            return Err("the path is empty".into());
+        }
+        if path.contains('\0') {
+            return Err("the path contains a NUL byte".into());
+        }
+        let given = Path::new(path);
+        let joined = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.root.join(given)
+        };
+        let mut lexical = PathBuf::new();
+        for c in joined.components() {
+            match c {
+                Component::Prefix(_) | Component::RootDir => lexical.push(c.as_os_str()),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if !lexical.pop() {
+                        return Err(format!("`{path}` climbs above the file-system root"));
+                    }
+                }
+                Component::Normal(n) => lexical.push(n),
+            }
+        }
+        Ok(lexical)
     }
 }

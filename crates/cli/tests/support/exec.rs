@@ -1,23 +1,46 @@
-//! `warden exec` (the executor issue's contract): one call through the full executor with the
-//! built-in tools; one JSON object with `outcome`, `profile`, `reason` / `result`; exit 0
-//! succeeded, 1 any other outcome, 2 usage or input error with nothing run.
+//! `warden exec` (the executor issue's contract, with issue 7's contained execution): one call
+//! through the full executor with the built-in tools; one JSON object with `outcome`,
+//! `profile`, `reason` / `result` (and `degradations`); exit 0 succeeded, 1 any other outcome,
+//! 2 usage or input error with nothing run.
+//!
+//! Containment is asserted on effects, through the real binary (which hosts the re-exec helper)
+//! and the real subprocess backend: a contained `bash` cannot create a file outside its write
+//! root, cannot connect to a listener on 127.0.0.1, does not see variables outside the
+//! allowlist, and is killed at its time limit. Probe honesty: with a mechanism simulated
+//! unavailable the report says unsupported, a required containment denies before anything
+//! runs, and an optional one runs and records the degradation.
 
+use std::io::ErrorKind;
+use std::net::TcpListener;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use warden_contracts::{Capability, CapabilityStatus, EffectBackend};
+use warden_sandbox::{Mechanism, ProbeOptions, SubprocessBackend};
 
 use super::{lines, warden, write};
 
 const POLICY: &str = r#"
 default = "deny"
-allow = ["read", "write", "bash(echo:*)"]
+allow = ["read", "edit", "list", "bash(echo:*)", "bash(printf:*)", "bash(cat:*)", "bash(touch:*)", "bash(sleep:*)", "bash(bash connect.sh)"]
 ask = ["bash(git push:*)"]
 deny = ["bash(rm:*)"]
 "#;
 
-fn exec(dir: &Path, tool: &str, args: &Value, extra: &[&str]) -> (Output, Value) {
-    let policy = write(dir, "policy.toml", POLICY);
+/// Every mechanism optional, for the in-process backend or a simulated kernel.
+const OPTIONAL: &str = "\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n";
+
+/// Runs `warden exec` in `dir` with `policy`, workspace `dir/ws`, JSON output.
+fn exec_with(
+    dir: &Path,
+    policy: &str,
+    tool: &str,
+    args: &Value,
+    extra: &[&str],
+) -> (Output, Value) {
+    let policy = write(dir, "policy.toml", policy);
     let args = args.to_string();
     let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -37,14 +60,30 @@ fn exec(dir: &Path, tool: &str, args: &Value, extra: &[&str]) -> (Output, Value)
     ];
     argv.extend_from_slice(extra);
     let out = warden(&argv, dir);
-    let value = if out.stdout.is_empty() {
-        Value::Null
-    } else {
-        let got = lines(&out);
-        assert_eq!(got.len(), 1, "one object per call");
-        got[0].clone()
-    };
-    (out, value)
+    (out.clone(), parse(&out))
+}
+
+fn exec(dir: &Path, tool: &str, args: &Value, extra: &[&str]) -> (Output, Value) {
+    exec_with(dir, POLICY, tool, args, extra)
+}
+
+fn parse(out: &Output) -> Value {
+    if out.stdout.is_empty() {
+        return Value::Null;
+    }
+    let got = lines(out);
+    assert_eq!(got.len(), 1, "one object per call");
+    got[0].clone()
+}
+
+fn succeeded(out: &Output, v: &Value) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{v} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["outcome"], "succeeded", "{v}");
 }
 
 fn input_error(out: &Output, needle: &str) {
@@ -59,27 +98,101 @@ fn input_error(out: &Output, needle: &str) {
 fn exec_runs_a_call_through_the_executor() {
     let dir = tempfile::tempdir().unwrap();
     let (out, v) = exec(dir.path(), "bash", &json!({"command": "echo hello"}), &[]);
-    assert_eq!(out.status.code(), Some(0), "{v}");
-    assert_eq!(v["outcome"], "succeeded");
+    succeeded(&out, &v);
     assert_eq!(v["profile"], "minimal");
     assert_eq!(v["result"]["stdout"], "hello\n");
     assert!(v.get("reason").is_none());
-    assert_eq!(v["backend"], "in_process");
+    assert!(v.get("degradations").is_none(), "everything was proven");
+    assert_eq!(v["backend"], "subprocess", "the default backend");
+}
 
-    // write then read, under the workspace.
+#[test]
+fn exec_runs_each_builtin_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    // write (through the `edit` alias in the policy), then read it back.
     let (out, v) = exec(
         dir.path(),
         "write",
-        &json!({"path": "a/b.txt", "content": "hi"}),
+        &json!({"path": "a/b.txt", "content": "one\ntwo\ntwo\n"}),
         &[],
     );
-    assert_eq!(out.status.code(), Some(0), "{v}");
+    succeeded(&out, &v);
+    assert_eq!(v["result"]["created"], true);
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("ws/a/b.txt")).unwrap(),
-        "hi"
+        std::fs::read_to_string(ws.join("a/b.txt")).unwrap(),
+        "one\ntwo\ntwo\n"
     );
-    let (_, v) = exec(dir.path(), "read", &json!({"path": "a/b.txt"}), &[]);
-    assert_eq!(v["result"]["content"], "hi");
+    let (out, v) = exec(
+        dir.path(),
+        "read",
+        &json!({"path": "a/b.txt", "offset": 2, "limit": 1}),
+        &[],
+    );
+    succeeded(&out, &v);
+    assert!(
+        v["result"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("two\n\n[warden: output truncated")
+    );
+    assert_eq!(v["result"]["next_offset"], 3);
+    // edit: a non-unique `old` is refused and the file is unchanged; a unique one replaces.
+    let (out, v) = exec(
+        dir.path(),
+        "edit",
+        &json!({"path": "a/b.txt", "old": "two", "new": "2"}),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(v["outcome"], "failed");
+    assert_eq!(v["failure"]["kind"], "old_not_unique");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a/b.txt")).unwrap(),
+        "one\ntwo\ntwo\n"
+    );
+    let (out, v) = exec(
+        dir.path(),
+        "edit",
+        &json!({"path": "a/b.txt", "old": "two", "new": "2", "replace_all": true}),
+        &[],
+    );
+    succeeded(&out, &v);
+    assert_eq!(v["result"]["replacements"], 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a/b.txt")).unwrap(),
+        "one\n2\n2\n"
+    );
+    // list.
+    let (out, v) = exec(dir.path(), "list", &json!({"path": "a"}), &[]);
+    succeeded(&out, &v);
+    assert_eq!(
+        v["result"]["entries"],
+        json!([{"name": "b.txt", "kind": "file", "bytes": 8}])
+    );
+    // bash, contained, reading what the file tools wrote.
+    let (out, v) = exec(dir.path(), "bash", &json!({"command": "cat a/b.txt"}), &[]);
+    succeeded(&out, &v);
+    assert_eq!(v["result"]["stdout"], "one\n2\n2\n");
+    // Text output for a human.
+    let policy = write(dir.path(), "p.toml", POLICY);
+    let ws_arg = ws.to_string_lossy().into_owned();
+    let out = warden(
+        &[
+            "exec",
+            "--policy",
+            &policy,
+            "--tool",
+            "list",
+            "--args",
+            r#"{"path":"."}"#,
+            "--workspace",
+            &ws_arg,
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("succeeded\n"));
 }
 
 #[test]
@@ -97,16 +210,28 @@ fn exec_outcomes_other_than_success_exit_1_with_a_reason() {
     let (out, v) = exec(dir.path(), "read", &json!({"file": "x"}), &[]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(v["reason_code"], "invalid_arguments");
-    // A path outside the workspace: refused by the tool's guard.
-    let (out, v) = exec(
-        dir.path(),
-        "write",
-        &json!({"path": "../out.txt", "content": "x"}),
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(v["reason_code"], "guard");
+    // A write outside the workspace: refused by the tool's guard, for `..`, absolute paths and
+    // symlinks leaving it.
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.path().join("ws/link")).unwrap();
+    for path in [
+        "../out.txt".to_owned(),
+        outside.join("abs.txt").to_string_lossy().into_owned(),
+        "link/via-link.txt".to_owned(),
+    ] {
+        let (out, v) = exec(
+            dir.path(),
+            "write",
+            &json!({"path": path, "content": "x"}),
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{path}: {v}");
+        assert_eq!(v["reason_code"], "guard", "{path}: {v}");
+    }
     assert!(!dir.path().join("out.txt").exists());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     // A tool failure.
     let (out, v) = exec(dir.path(), "read", &json!({"path": "missing"}), &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -135,7 +260,8 @@ fn exec_escalates_and_a_bound_receipt_approves_a_new_attempt() {
         "expires_at": 4_000_000_000_000u64,
     });
     let file = write(dir.path(), "receipt.json", &receipt.to_string());
-    // `git push` would fail without a repository: the call ran, which is the point.
+    // `git push` would fail without a repository (and a network): the call ran, which is the
+    // point.
     let (_, v) = exec(dir.path(), "bash", &args, &["--receipt", &file]);
     assert_ne!(v["outcome"], "escalated", "{v}");
     assert_ne!(v["outcome"], "denied", "{v}");
@@ -182,14 +308,30 @@ fn exec_input_errors_exit_2_and_run_nothing() {
     let (out, _) = exec(
         dir.path(),
         "bash",
-        &json!({"command": "echo x"}),
-        &["--backend", "subprocess"],
+        &json!({"command": "touch ran"}),
+        &[
+            "--backend",
+            "in-process",
+            "--simulate-unavailable",
+            "landlock",
+        ],
     );
-    input_error(&out, "issue 7");
+    input_error(&out, "--simulate-unavailable");
     let (out, _) = exec(
         dir.path(),
         "bash",
-        &json!({"command": "echo x"}),
+        &json!({"command": "touch ran"}),
+        &["--simulate-unavailable", "seccomp"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown mechanism is a usage error"
+    );
+    let (out, _) = exec(
+        dir.path(),
+        "bash",
+        &json!({"command": "touch ran"}),
         &["--evidence", "ev.db"],
     );
     input_error(&out, "issue 8");
@@ -197,9 +339,330 @@ fn exec_input_errors_exit_2_and_run_nothing() {
     let (out, _) = exec(
         dir.path(),
         "bash",
-        &json!({"command": "echo x"}),
+        &json!({"command": "touch ran"}),
         &["--receipt", &receipt],
     );
     input_error(&out, "--receipt");
     assert!(!dir.path().join("ev.db").exists());
+    assert!(!dir.path().join("ws/ran").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Containment, asserted on effects (subprocess backend)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn exec_contained_bash_cannot_create_a_file_outside_its_write_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped");
+    let command = format!(
+        "touch {t}; echo x > {t}.2; touch inside; echo done",
+        t = target.display()
+    );
+    let (out, v) = exec(dir.path(), "bash", &json!({"command": command}), &[]);
+    succeeded(&out, &v);
+    assert_eq!(v["result"]["stdout"], "done\n");
+    assert!(
+        v["result"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{v}"
+    );
+    assert!(
+        !target.exists(),
+        "the file outside does not exist afterwards"
+    );
+    assert!(!outside.path().join("escaped.2").exists());
+    assert!(
+        dir.path().join("ws/inside").exists(),
+        "the workspace is writable"
+    );
+    // Nor through a symlink in the workspace that points out.
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("ws/out")).unwrap();
+    let (out, v) = exec(
+        dir.path(),
+        "bash",
+        &json!({"command": "touch out/via-link; echo done"}),
+        &[],
+    );
+    succeeded(&out, &v);
+    assert!(!outside.path().join("via-link").exists());
+}
+
+#[test]
+fn exec_contained_bash_cannot_connect_to_a_loopback_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The policy would refuse `> /dev/tcp/…` written in the command; a script does what its
+    // first word does not say, which is what containment is for.
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    std::fs::write(
+        dir.path().join("ws/connect.sh"),
+        format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected\n"),
+    )
+    .unwrap();
+    let command = "bash connect.sh";
+    let (out, v) = exec(dir.path(), "bash", &json!({"command": command}), &[]);
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["failure"]["kind"], "exit_status", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Network is unreachable"),
+        "{v}"
+    );
+    match listener.accept() {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        other => panic!("the listener saw a connection: {other:?}"),
+    }
+    // The same command, uncontained (in-process, network optional), does connect: the check
+    // above is not vacuous.
+    let policy = format!("{POLICY}{OPTIONAL}");
+    let (out, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": command}),
+        &["--backend", "in-process"],
+    );
+    succeeded(&out, &v);
+    assert_eq!(v["result"]["stdout"], "connected\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match listener.accept() {
+            Ok(_) => break,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("the uncontained control never connected: {e}"),
+        }
+    }
+}
+
+#[test]
+fn exec_contained_bash_sees_only_the_allowlisted_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |policy: &str| {
+        let policy = write(dir.path(), "env.toml", policy);
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let args = json!({
+            "command": "printf '%s|%s|%s' \"${WARDEN_TEST_SECRET:-absent}\" \"${PATH:+path}\" \"${HOME:+home}\""
+        })
+        .to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args([
+                "exec",
+                "--policy",
+                &policy,
+                "--tool",
+                "bash",
+                "--args",
+                &args,
+                "--workspace",
+                &ws.to_string_lossy(),
+                "--format",
+                "json",
+            ])
+            .current_dir(dir.path())
+            .env("WARDEN_TEST_SECRET", "hunter2")
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let v = parse(&out);
+        succeeded(&out, &v);
+        v["result"]["stdout"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        run("default = \"deny\"\nallow = [\"bash(printf:*)\"]\n"),
+        "absent|path|home"
+    );
+    // The allowlist is the policy's `[containment].env`.
+    assert_eq!(
+        run(
+            "default = \"deny\"\nallow = [\"bash(printf:*)\"]\n[containment]\nenv = [\"PATH\", \"WARDEN_TEST_SECRET\"]\n"
+        ),
+        "hunter2|path|",
+        "HOME is not on that list"
+    );
+}
+
+#[test]
+fn exec_contained_bash_is_killed_at_its_time_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let (out, v) = exec(
+        dir.path(),
+        "bash",
+        &json!({"command": "sleep 2; touch late", "timeout_ms": 300}),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["outcome"], "failed");
+    assert_eq!(v["failure"]["kind"], "timeout");
+    assert_eq!(v["call_executed"], true);
+    assert!(started.elapsed() < Duration::from_secs(2), "not waited out");
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(
+        !dir.path().join("ws/late").exists(),
+        "the killed command never went on"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probe honesty
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn exec_probe_honesty_a_simulated_missing_mechanism_is_reported_unsupported() {
+    let helper = std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden"));
+    for (mechanism, capability) in [
+        (Mechanism::Landlock, Capability::FilesystemWriteRoots),
+        (Mechanism::NetworkNamespace, Capability::NetworkOff),
+        (Mechanism::Environment, Capability::EnvAllowlist),
+    ] {
+        let backend = SubprocessBackend::probe_with(
+            helper.clone(),
+            &ProbeOptions {
+                simulate_unavailable: vec![mechanism],
+            },
+        )
+        .unwrap();
+        let report = backend.capabilities();
+        assert_eq!(report.status(capability), CapabilityStatus::Unsupported);
+        let (_, supported, evidence) = backend
+            .mechanisms()
+            .into_iter()
+            .find(|(m, _, _)| *m == mechanism)
+            .unwrap();
+        assert!(!supported);
+        assert!(evidence.contains("simulated"), "{evidence}");
+        // Only that one.
+        assert_eq!(
+            report
+                .entries
+                .iter()
+                .filter(|e| e.status != CapabilityStatus::Enforced)
+                .count(),
+            if mechanism == Mechanism::Landlock {
+                2 // write and read roots share the ruleset
+            } else {
+                1
+            }
+        );
+    }
+}
+
+#[test]
+fn exec_probe_honesty_required_containment_denies_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (mechanism, capability) in [
+        ("landlock", "filesystem_write_roots"),
+        ("network-namespace", "network_off"),
+        ("environment", "env_allowlist"),
+    ] {
+        let (out, v) = exec(
+            dir.path(),
+            "bash",
+            &json!({"command": "touch ran"}),
+            &["--simulate-unavailable", mechanism],
+        );
+        assert_eq!(out.status.code(), Some(1), "{v}");
+        assert_eq!(v["outcome"], "denied", "{v}");
+        assert_eq!(v["reason_code"], "containment");
+        assert_eq!(v["evaluator"], "backend");
+        let reason = v["reason"].as_str().unwrap();
+        assert!(reason.contains(capability), "{reason}");
+        assert!(reason.contains("simulated as unavailable"), "{reason}");
+        assert!(
+            !dir.path().join("ws/ran").exists(),
+            "{mechanism}: nothing ran"
+        );
+    }
+    // The in-process backend proves nothing: required containment denies `bash` there too.
+    let (out, v) = exec(
+        dir.path(),
+        "bash",
+        &json!({"command": "touch ran"}),
+        &["--backend", "in-process"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(v["reason_code"], "containment");
+    assert_eq!(v["backend"], "in_process");
+    assert!(!dir.path().join("ws/ran").exists());
+}
+
+#[test]
+fn exec_probe_honesty_optional_containment_runs_and_records_the_degradation() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = format!("{POLICY}\n[containment]\nnetwork_off = \"optional\"\n");
+    let (out, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": "touch ran; echo ok"}),
+        &["--simulate-unavailable", "network-namespace"],
+    );
+    succeeded(&out, &v);
+    assert!(dir.path().join("ws/ran").exists(), "it ran");
+    assert_eq!(
+        v["degradations"],
+        json!([{
+            "capability": "network_off",
+            "status": "unsupported",
+            "detail": "network_namespace simulated as unavailable",
+        }])
+    );
+    // What stays proven is still enforced: writes outside the workspace are refused.
+    let outside = tempfile::tempdir().unwrap();
+    let (_, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": format!("touch {}/x; echo ok", outside.path().display())}),
+        &["--simulate-unavailable", "network-namespace"],
+    );
+    assert_eq!(v["outcome"], "succeeded", "{v}");
+    assert!(!outside.path().join("x").exists());
+
+    // In-process with everything optional: it runs, uncontained, and says so.
+    let policy = format!("{POLICY}{OPTIONAL}");
+    let (out, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": "echo ok"}),
+        &["--backend", "in-process"],
+    );
+    succeeded(&out, &v);
+    let degraded: Vec<&str> = v["degradations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["capability"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        degraded,
+        ["filesystem_write_roots", "env_allowlist", "network_off"]
+    );
+
+    // Landlock optional but missing: the executor admits the call and the backend runs it
+    // without Landlock, because the policy listed it as degradable; the outcome says so.
+    let policy = format!("{POLICY}\n[containment]\nwrite_roots = \"optional\"\n");
+    let (out, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": "touch landlock-off"}),
+        &["--simulate-unavailable", "landlock"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["outcome"], "succeeded", "{v}");
+    assert_eq!(v["degradations"][0]["capability"], "filesystem_write_roots");
+    assert!(dir.path().join("ws/landlock-off").exists());
 }

@@ -64,12 +64,14 @@ fn outcome(status: &str) -> ExecutionOutcome {
     let reason = DecisionReason::new(ReasonCode::PolicyRule, "no");
     match status {
         "succeeded" => ExecutionOutcome::Succeeded {
+            degradations: vec![],
             request_id: req,
             profile: p,
             result: json!(null),
             evidence: vec![],
         },
         "failed" => ExecutionOutcome::Failed {
+            degradations: vec![],
             request_id: req,
             profile: p,
             failure: Failure {
@@ -88,16 +90,19 @@ fn outcome(status: &str) -> ExecutionOutcome {
             evidence: vec![],
         },
         "cancelled" => ExecutionOutcome::Cancelled {
+            degradations: vec![],
             request_id: req,
             profile: p,
             call_executed: true,
         },
         "timed_out" => ExecutionOutcome::TimedOut {
+            degradations: vec![],
             request_id: req,
             profile: p,
             call_executed: true,
         },
         "ambiguous" => ExecutionOutcome::Ambiguous {
+            degradations: vec![],
             request_id: req,
             profile: p,
             message: "lost".into(),

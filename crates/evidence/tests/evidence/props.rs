@@ -135,8 +135,33 @@ fn run_plan(
     })
 }
 
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        (-(1i64 << 53) + 1..(1i64 << 53)).prop_map(serde_json::Value::from),
+        any::<u64>().prop_map(serde_json::Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(serde_json::Value::from),
+        "\\PC{0,12}|[\\x00-\\x1f\"\\\\]{0,4}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+            prop::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn the_fast_canonical_writer_agrees_with_the_contracts_one(v in json_value()) {
+        prop_assert_eq!(canonical_json(&v), to_canonical_string(&v));
+    }
 
     #[test]
     fn any_sequence_of_governed_appends_verifies(

@@ -1,0 +1,386 @@
+//! `warden hook claude-code` (issue 9, a contract): one Claude Code hook event on stdin, one
+//! answer on stdout, and an exit code Claude Code cannot misread.
+//!
+//! Claude Code fails *open* on anything but exit 2 (a crash, exit 1, a timeout, output it
+//! cannot parse all let the call proceed), so every failure here, panics included, ends in
+//! exit 2 with the reason on stderr, and stdout is written only once the answer is complete.
+//! Policies are compiled on every call (no cache the agent could write to) and nothing here
+//! starts an async runtime.
+
+use std::io::{Read as _, Write};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use warden_contracts::{
+    ChainId, Digest, EvidenceError, OperationId, ReasonCode, SessionId, Timestamp,
+};
+use warden_evidence::payload::{Label, RuleText};
+use warden_evidence::{
+    HookDecision, HookVerdict, JournalAppend, JournalRecordType, JournalStore as _,
+    ProviderObservation, Reporter, SqliteStore,
+};
+use warden_harness::claude_code::{self, HookEvent, ToolEvent};
+use warden_policy::{Decision, PolicySnapshot, Verdict, edge};
+
+use crate::error::CliError;
+use crate::load;
+
+/// The largest hook event read from stdin.
+const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The hook timeout written into the settings fragment, in seconds.
+const HOOK_TIMEOUT_SECS: u32 = 10;
+
+/// `warden hook <provider>`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HookCommand {
+    /// Answer one Claude Code PreToolUse/PostToolUse hook event read from stdin.
+    ClaudeCode(ClaudeCodeArgs),
+}
+
+/// `warden hook claude-code`.
+#[derive(Debug, Args)]
+pub(crate) struct ClaudeCodeArgs {
+    /// A policy file (.toml or .json); repeat to merge several as sources.
+    #[arg(long = "policy", value_name = "FILE", required = true)]
+    policies: Vec<PathBuf>,
+    /// Journal verdicts and the provider's reports of what ran to this SQLite store.
+    #[arg(long, value_name = "PATH")]
+    journal: Option<PathBuf>,
+    /// Print the settings.json fragment that installs this hook, and exit.
+    #[arg(long)]
+    print_settings: bool,
+}
+
+/// What the hook answers: stdout, stderr and the exit code.
+struct Answer {
+    stdout: Option<String>,
+    stderr: Option<String>,
+    code: u8,
+}
+
+pub(crate) fn run(cmd: &HookCommand, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    match cmd {
+        HookCommand::ClaudeCode(a) if a.print_settings => print_settings(a, out),
+        HookCommand::ClaudeCode(a) => Ok(claude_code(a, out)),
+    }
+}
+
+/// Answers one event; never returns anything but exit 0 (allow, ask, a recorded or ignored
+/// report) or exit 2 (deny, or any failure).
+fn claude_code(a: &ClaudeCodeArgs, out: &mut impl Write) -> ExitCode {
+    // A panic must not print to stdout (the default hook prints to stderr only, but say so),
+    // and must end in exit 2, not in Rust's exit 101.
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| answer(a)));
+    let answer = match outcome {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => Answer {
+            stdout: None,
+            stderr: Some(format!("error: {e}; the call is blocked")),
+            code: 2,
+        },
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Answer {
+                stdout: None,
+                stderr: Some(format!(
+                    "error: warden hook failed inside (panic: {what}); the call is blocked"
+                )),
+                code: 2,
+            }
+        }
+    };
+    let mut code = answer.code;
+    if let Some(text) = &answer.stdout
+        && (writeln!(out, "{text}").is_err() || out.flush().is_err())
+    {
+        // An answer that cannot be delivered must still block.
+        code = 2;
+    }
+    if let Some(text) = &answer.stderr {
+        eprintln!("{text}");
+    }
+    ExitCode::from(code)
+}
+
+fn answer(a: &ClaudeCodeArgs) -> Result<Answer, CliError> {
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX_EVENT_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::Input(format!("cannot read the hook event on stdin: {e}")))?;
+    if text.len() as u64 > MAX_EVENT_BYTES {
+        return Err(CliError::Input(format!(
+            "the hook event is larger than {MAX_EVENT_BYTES} bytes"
+        )));
+    }
+    let event = claude_code::parse_event(&text).map_err(|e| CliError::Input(e.to_string()))?;
+    match event {
+        HookEvent::PreToolUse(e) => pre_tool_use(a, &e),
+        HookEvent::PostToolUse(e) => post_tool_use(a, &e),
+    }
+}
+
+/// The working folder relative paths in the call resolve against: the event's `cwd` (made
+/// absolute), else this process's.
+fn event_cwd(e: &ToolEvent) -> Result<PathBuf, CliError> {
+    match &e.cwd {
+        Some(dir) => load::absolute(dir),
+        None => std::env::current_dir()
+            .map_err(|err| CliError::Input(format!("current directory: {err}"))),
+    }
+}
+
+fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
+    let (Some(tool_name), Some(tool_input)) = (&e.tool_name, &e.tool_input) else {
+        return Err(CliError::Input(
+            "PreToolUse without tool_name or tool_input".into(),
+        ));
+    };
+    let snapshot = load::snapshot(&a.policies)?;
+    let cwd = event_cwd(e)?;
+    let mut call = claude_code::to_call(tool_name, tool_input, Some(&cwd));
+    edge::resolve_call_paths(&snapshot, &mut call);
+    inject_test_panic();
+    let verdict = snapshot.decide(&call);
+    let reason = claude_code::hook_reason(&verdict);
+    if let Some(path) = &a.journal {
+        journal_verdict(path, e, tool_name, tool_input, &snapshot, &verdict)?;
+    }
+    let stdout = claude_code::pre_tool_use_output(verdict.decision, &reason);
+    Ok(match verdict.decision {
+        Decision::Deny => Answer {
+            stdout: Some(stdout),
+            stderr: Some(reason),
+            code: 2,
+        },
+        Decision::Allow | Decision::Ask => Answer {
+            stdout: Some(stdout),
+            stderr: None,
+            code: 0,
+        },
+    })
+}
+
+fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
+    if let Some(path) = &a.journal {
+        let tool_name = e
+            .tool_name
+            .as_deref()
+            .ok_or_else(|| CliError::Input("PostToolUse without tool_name".into()))?;
+        let snapshot = load::snapshot(&a.policies)?;
+        journal_observation(path, e, tool_name, &snapshot)?;
+    }
+    Ok(Answer {
+        stdout: None,
+        stderr: None,
+        code: 0,
+    })
+}
+
+/// A panic on demand, so tests can prove a panic inside the hook blocks the call. Compiled
+/// into debug builds only: release builds have no such switch.
+fn inject_test_panic() {
+    #[cfg(debug_assertions)]
+    if std::env::var_os("WARDEN_HOOK_TEST_PANIC").is_some() {
+        panic!("injected by WARDEN_HOOK_TEST_PANIC");
+    }
+}
+
+fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    // Refuse to install a hook whose policy does not load: it would block every call.
+    load::snapshot(&a.policies)?;
+    let exe = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
+    let mut args: Vec<String> = vec!["hook".into(), "claude-code".into()];
+    for p in &a.policies {
+        args.push("--policy".into());
+        args.push(canonical(p)?);
+    }
+    if let Some(j) = &a.journal {
+        args.push("--journal".into());
+        args.push(load::absolute(j)?.to_string_lossy().into_owned());
+    }
+    let settings = claude_code::hook_settings(&exe.to_string_lossy(), &args, HOOK_TIMEOUT_SECS);
+    let text = serde_json::to_string_pretty(&settings).map_err(|e| CliError::Io(e.into()))?;
+    writeln!(out, "{text}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn canonical(p: &Path) -> Result<String, CliError> {
+    let abs = load::absolute(p)?;
+    Ok(abs
+        .canonicalize()
+        .unwrap_or(abs)
+        .to_string_lossy()
+        .into_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The journal (docs/evidence.md, "Journal"): one chain per Claude Code session.
+
+fn input_err(what: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::Input(format!("journal: {what}: {e}"))
+}
+
+fn label(text: &str) -> Result<Label, CliError> {
+    Label::new(claude_code::truncate(text, 200)).map_err(|e| input_err("label", e))
+}
+
+fn digest_of(v: &Value) -> Result<Digest, CliError> {
+    let text = warden_contracts::canonical::to_canonical_string(v)
+        .map_err(|e| input_err("canonical JSON", e))?;
+    Ok(Digest::of_bytes(text.as_bytes()))
+}
+
+fn chain_of(session: Option<&str>) -> Result<ChainId, CliError> {
+    let id = match session {
+        None => "claude-code".to_owned(),
+        Some(s) => match ChainId::new(format!("claude-code-{s}")) {
+            Ok(c) => return Ok(c),
+            Err(_) => format!(
+                "claude-code-{}",
+                Digest::of_bytes(s.as_bytes())
+                    .as_str()
+                    .trim_start_matches("blake3:")
+                    .chars()
+                    .take(32)
+                    .collect::<String>()
+            ),
+        },
+    };
+    ChainId::new(id).map_err(|e| input_err("chain id", e))
+}
+
+fn now() -> Timestamp {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    Timestamp(ms)
+}
+
+fn journal_verdict(
+    path: &Path,
+    e: &ToolEvent,
+    tool_name: &str,
+    tool_input: &Value,
+    snapshot: &PolicySnapshot,
+    verdict: &Verdict,
+) -> Result<(), CliError> {
+    let reason_code = if verdict.rule.is_some() {
+        Some(ReasonCode::PolicyRule)
+    } else if verdict.subjects.is_empty() {
+        Some(ReasonCode::Unparseable)
+    } else if verdict.decision == snapshot.default_decision() {
+        Some(ReasonCode::PolicyDefault)
+    } else {
+        None
+    };
+    let payload = HookVerdict {
+        provider: label(claude_code::PROVIDER)?,
+        event: label("PreToolUse")?,
+        session_id: e.session_id.as_deref().and_then(|s| SessionId::new(s).ok()),
+        tool: label(tool_name)?,
+        arguments_digest: digest_of(tool_input)?,
+        decision: match verdict.decision {
+            Decision::Allow => HookDecision::Allow,
+            Decision::Ask => HookDecision::Ask,
+            Decision::Deny => HookDecision::Deny,
+        },
+        reason_code,
+        rule: verdict
+            .rule
+            .as_deref()
+            .map(|r| RuleText::new(claude_code::truncate(r, 1000)))
+            .transpose()
+            .map_err(|err| input_err("rule", err))?,
+        source: verdict.source.as_deref().map(label).transpose()?,
+        policy_digest: verdict.policy_digest.clone(),
+    };
+    let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
+    append(path, JournalRecordType::HookVerdict, e, snapshot, payload)
+}
+
+fn journal_observation(
+    path: &Path,
+    e: &ToolEvent,
+    tool_name: &str,
+    snapshot: &PolicySnapshot,
+) -> Result<(), CliError> {
+    let interrupted = e
+        .tool_response
+        .as_ref()
+        .and_then(|r| r.get("interrupted"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let payload = ProviderObservation {
+        provider: label(claude_code::PROVIDER)?,
+        reported_by: Reporter::Provider,
+        provider_event_id: e.tool_use_id.as_deref().map(label).transpose()?,
+        tool: label(tool_name)?,
+        arguments_digest: e.tool_input.as_ref().map(digest_of).transpose()?,
+        result_digest: e.tool_response.as_ref().map(digest_of).transpose()?,
+        status: label(if interrupted {
+            "interrupted"
+        } else {
+            "succeeded"
+        })?,
+    };
+    let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
+    append(
+        path,
+        JournalRecordType::ProviderObservation,
+        e,
+        snapshot,
+        payload,
+    )
+}
+
+/// Appends on the session's chain head; another hook process may append between reading the
+/// head and appending, so a sequence conflict is retried a few times.
+fn append(
+    path: &Path,
+    record_type: JournalRecordType,
+    e: &ToolEvent,
+    snapshot: &PolicySnapshot,
+    payload: Value,
+) -> Result<(), CliError> {
+    let store =
+        SqliteStore::open(path).map_err(|err| input_err(&path.display().to_string(), err))?;
+    let chain_id = chain_of(e.session_id.as_deref())?;
+    let operation_id = e
+        .tool_use_id
+        .as_deref()
+        .and_then(|id| OperationId::new(id).ok());
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let head = store
+            .journal_head(&chain_id)
+            .map_err(|err| input_err("head", err))?;
+        let entry = JournalAppend {
+            chain_id: chain_id.clone(),
+            record_type,
+            operation_id: operation_id.clone(),
+            expected_sequence: head.map_or(0, |h| h.sequence + 1),
+            policy_id: snapshot.id().to_owned(),
+            policy_version: snapshot.version().to_owned(),
+            payload: payload.clone(),
+            created_at: now(),
+        };
+        match store.append_journal(entry) {
+            Ok(_) => return Ok(()),
+            Err(EvidenceError::SequenceConflict { .. }) if attempts < 8 => continue,
+            Err(err) => return Err(input_err("append", err)),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! `warden policy export` and `warden policy import` end to end.
