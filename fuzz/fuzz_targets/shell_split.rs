@@ -35,7 +35,12 @@ fuzz_target!(|data: &[u8]| {
     let call = Call::new("bash", serde_json::json!({ "command": command }));
     let verdict = policy().decide(&call);
     if split.is_err() {
-        assert_eq!(verdict.decision, Decision::Deny, "{command:?}: {}", verdict.reason);
+        assert_eq!(
+            verdict.decision,
+            Decision::Deny,
+            "{command:?}: {}",
+            verdict.reason
+        );
         return;
     }
     // A trailing backslash would join the next line into the last word (bash does too).

@@ -378,7 +378,10 @@ fn append(
             created_at: now(),
         };
         match store.append_journal(entry) {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                std::mem::forget(store);
+                return Ok(());
+            }
             Err(EvidenceError::SequenceConflict { .. }) if attempts < 8 => continue,
             Err(err) => return Err(input_err("append", err)),
         }

@@ -457,11 +457,7 @@ fn import_path(spec: &str, root: &Path) -> String {
 }
 
 /// One Claude Code rule translated into Warden rules (`Err` = why it cannot be).
-fn import_rule(
-    text: &str,
-    list: ListKind,
-    root: &Path,
-) -> (Status, Vec<String>, Option<String>) {
+fn import_rule(text: &str, list: ListKind, root: &Path) -> (Status, Vec<String>, Option<String>) {
     let parsed = match Rule::parse(text) {
         Ok(r) => r,
         Err(e) => {
@@ -581,10 +577,12 @@ fn rule_strings(v: Option<&Value>, file: &str, pointer: &str) -> Result<Vec<Stri
         Some(Value::Array(items)) => items
             .iter()
             .map(|i| {
-                i.as_str().map(str::to_owned).ok_or_else(|| HarnessError::Input {
-                    file: file.to_owned(),
-                    message: format!("{pointer}: every rule must be a string"),
-                })
+                i.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| HarnessError::Input {
+                        file: file.to_owned(),
+                        message: format!("{pointer}: every rule must be a string"),
+                    })
             })
             .collect(),
         Some(_) => Err(HarnessError::Input {
@@ -685,7 +683,10 @@ pub fn import_settings(files: &[SettingsFile]) -> Result<Import, HarnessError> {
     let (decision, how) = match &default {
         Some((d, mode, scope)) => (
             *d,
-            format!("permissions.defaultMode = \"{mode}\" in the {} settings", scope.name()),
+            format!(
+                "permissions.defaultMode = \"{mode}\" in the {} settings",
+                scope.name()
+            ),
         ),
         None => (
             Decision::Ask,
@@ -739,15 +740,32 @@ mod tests {
     #[test]
     fn mapping_renames_fields_and_fills_glob_paths() {
         let cwd = Path::new("/repo/sub");
-        let c = to_call("Write", &json!({"file_path": "/x", "content": "y"}), Some(cwd));
-        assert_eq!((c.tool.as_str(), &c.args), ("write", &json!({"path": "/x", "content": "y"})));
-        let c = to_call("NotebookEdit", &json!({"notebook_path": "n.ipynb"}), Some(cwd));
-        assert_eq!((c.tool.as_str(), &c.args), ("edit", &json!({"path": "n.ipynb"})));
+        let c = to_call(
+            "Write",
+            &json!({"file_path": "/x", "content": "y"}),
+            Some(cwd),
+        );
+        assert_eq!(
+            (c.tool.as_str(), &c.args),
+            ("write", &json!({"path": "/x", "content": "y"}))
+        );
+        let c = to_call(
+            "NotebookEdit",
+            &json!({"notebook_path": "n.ipynb"}),
+            Some(cwd),
+        );
+        assert_eq!(
+            (c.tool.as_str(), &c.args),
+            ("edit", &json!({"path": "n.ipynb"}))
+        );
         let c = to_call("Grep", &json!({"pattern": "x"}), Some(cwd));
         assert_eq!(c.args, json!({"pattern": "x", "path": "/repo/sub"}));
         let c = to_call("Glob", &json!({"pattern": "*", "path": "src"}), Some(cwd));
         assert_eq!(c.args["path"], "src");
-        assert_eq!(to_call("mcp__github__create_issue", &json!({}), None).tool, "github__create_issue");
+        assert_eq!(
+            to_call("mcp__github__create_issue", &json!({}), None).tool,
+            "github__create_issue"
+        );
         assert_eq!(to_call("WebSearch", &json!({}), None).tool, "WebSearch");
         // A missing mapped field stays missing.
         let c = to_call("Read", &json!({}), Some(cwd));
@@ -764,21 +782,32 @@ mod tests {
         ));
         assert!(matches!(
             parse_event(r#"{"hook_event_name":"PreToolUse","tool_input":{}}"#),
-            Err(EventError::Missing { field: "tool_name", .. })
+            Err(EventError::Missing {
+                field: "tool_name",
+                ..
+            })
         ));
         assert!(matches!(
             parse_event(r#"{"hook_event_name":"PreToolUse","tool_name":"Bash"}"#),
-            Err(EventError::Missing { field: "tool_input", .. })
+            Err(EventError::Missing {
+                field: "tool_input",
+                ..
+            })
         ));
         assert!(matches!(
             parse_event(r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}"#),
-            Err(EventError::WrongType { field: "tool_input", .. })
+            Err(EventError::WrongType {
+                field: "tool_input",
+                ..
+            })
         ));
         let e = parse_event(
             r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"new_field":1,"cwd":"/r"}"#,
         )
         .unwrap();
-        let HookEvent::PreToolUse(e) = e else { panic!() };
+        let HookEvent::PreToolUse(e) = e else {
+            panic!()
+        };
         assert_eq!(e.cwd.as_deref(), Some(Path::new("/r")));
     }
 
@@ -795,10 +824,25 @@ mod tests {
     #[test]
     fn scopes_come_from_file_names() {
         let home = Path::new("/home/u");
-        assert_eq!(Scope::of_path(Path::new("/home/u/.claude/settings.json"), Some(home)), Some(Scope::User));
-        assert_eq!(Scope::of_path(Path::new("/p/.claude/settings.json"), Some(home)), Some(Scope::Project));
-        assert_eq!(Scope::of_path(Path::new("/p/.claude/settings.local.json"), Some(home)), Some(Scope::Local));
-        assert_eq!(Scope::of_path(Path::new("/etc/claude-code/managed-settings.json"), Some(home)), Some(Scope::Managed));
+        assert_eq!(
+            Scope::of_path(Path::new("/home/u/.claude/settings.json"), Some(home)),
+            Some(Scope::User)
+        );
+        assert_eq!(
+            Scope::of_path(Path::new("/p/.claude/settings.json"), Some(home)),
+            Some(Scope::Project)
+        );
+        assert_eq!(
+            Scope::of_path(Path::new("/p/.claude/settings.local.json"), Some(home)),
+            Some(Scope::Local)
+        );
+        assert_eq!(
+            Scope::of_path(
+                Path::new("/etc/claude-code/managed-settings.json"),
+                Some(home)
+            ),
+            Some(Scope::Managed)
+        );
         assert_eq!(Scope::of_path(Path::new("/p/other.json"), Some(home)), None);
     }
 
@@ -820,12 +864,39 @@ mod tests {
         let s = &import.policy.sources;
         assert_eq!((s[0].name.as_str(), s[0].rank), ("managed", 40));
         assert_eq!((s[1].name.as_str(), s[1].rank), ("project", 20));
-        assert_eq!(s[1].allow, RuleList::Many(vec!["bash(npm run test:*)".into(), "read(/p/src/**)".into()]));
-        assert_eq!(s[1].deny, RuleList::Many(vec!["read(/p/.env)".into(), "web_fetch(domain:evil.com)".into()]));
-        assert_eq!(s[0].deny, RuleList::Many(vec!["bash(curl:*)".into(), "github__delete_repo".into()]));
+        assert_eq!(
+            s[1].allow,
+            RuleList::Many(vec![
+                "bash(npm run test:*)".into(),
+                "read(/p/src/**)".into()
+            ])
+        );
+        assert_eq!(
+            s[1].deny,
+            RuleList::Many(vec![
+                "read(/p/.env)".into(),
+                "web_fetch(domain:evil.com)".into()
+            ])
+        );
+        assert_eq!(
+            s[0].deny,
+            RuleList::Many(vec!["bash(curl:*)".into(), "github__delete_repo".into()])
+        );
         assert_eq!(import.policy.default, Some(Decision::Deny));
-        let skipped: Vec<&str> = import.report.inexpressible.iter().map(|e| e.rule.as_str()).collect();
+        let skipped: Vec<&str> = import
+            .report
+            .inexpressible
+            .iter()
+            .map(|e| e.rule.as_str())
+            .collect();
         assert_eq!(skipped, ["Grep", "mcp__github"]);
-        check_import(&import, PathEnv { project_root: "/p".into(), home: None }).unwrap();
+        check_import(
+            &import,
+            PathEnv {
+                project_root: "/p".into(),
+                home: None,
+            },
+        )
+        .unwrap();
     }
 }

@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use warden_policy::{Decision, ListKind, PathEnv, PolicySnapshot, Rule, builtin_aliases, builtin_profiles};
+use warden_policy::{
+    Decision, ListKind, PathEnv, PolicySnapshot, Rule, builtin_aliases, builtin_profiles,
+};
 
 use crate::error::HarnessError;
 use crate::report::{Entry, Report, Status};
@@ -127,8 +129,8 @@ fn read_declared(snapshot: &PolicySnapshot) -> Result<Vec<Declared>, HarnessErro
             "ask" => ListKind::Ask,
             _ => ListKind::Allow,
         };
-        let rule = Rule::parse(text)
-            .map_err(|e| HarnessError::Policy(format!("rule `{text}`: {e}")))?;
+        let rule =
+            Rule::parse(text).map_err(|e| HarnessError::Policy(format!("rule `{text}`: {e}")))?;
         let info = snapshot.sources().iter().find(|s| s.name == source);
         out.push(Declared {
             list,
@@ -174,15 +176,21 @@ pub fn export(snapshot: &PolicySnapshot, target: Target) -> Result<Export, Harne
             let (s, e) = entry(Tr {
                 status: Status::Exact,
                 to: Vec::new(),
-                how: Some("withheld: the source is untrusted, so Warden never evaluates it either".into()),
+                how: Some(
+                    "withheld: the source is untrusted, so Warden never evaluates it either".into(),
+                ),
             });
             report.push(s, e);
             continue;
         }
         if d.rule.is_carve_out() {
             let how = match d.list {
-                ListKind::Allow => "dropped, with the allow rules of the same tool it reaches: the provider has no carve-outs, and leaving those allows out is stricter",
-                _ => "dropped: the provider has no carve-outs, so the rules it narrows apply in full (stricter)",
+                ListKind::Allow => {
+                    "dropped, with the allow rules of the same tool it reaches: the provider has no carve-outs, and leaving those allows out is stricter"
+                }
+                _ => {
+                    "dropped: the provider has no carve-outs, so the rules it narrows apply in full (stricter)"
+                }
             };
             let (s, e) = entry(approx(Vec::new(), how));
             report.push(s, e);
@@ -193,7 +201,10 @@ pub fn export(snapshot: &PolicySnapshot, target: Target) -> Result<Export, Harne
         {
             let (s, e) = entry(approx(
                 Vec::new(),
-                format!("left out: carve-out {} [{}] narrows it and cannot be expressed", c.text, c.source),
+                format!(
+                    "left out: carve-out {} [{}] narrows it and cannot be expressed",
+                    c.text, c.source
+                ),
             ));
             report.push(s, e);
             continue;
@@ -213,7 +224,13 @@ pub fn export(snapshot: &PolicySnapshot, target: Target) -> Result<Export, Harne
         Target::Codex => none(
             "Codex .rules have no default: set `approval_policy` in config.toml (\"untrusted\" asks before any command it does not know to be safe)",
         ),
-        Target::Gemini => exact(vec![gemini_item(json!("*"), None, None, default_decision_gemini(default), 0)]),
+        Target::Gemini => exact(vec![gemini_item(
+            json!("*"),
+            None,
+            None,
+            default_decision_gemini(default),
+            0,
+        )]),
     };
     report.push(
         t.status,
@@ -265,7 +282,10 @@ fn restricting(d: &Declared) -> bool {
 
 /// Plain command words: no quoting, escapes, expansions or wildcards.
 fn plain_word(w: &str) -> bool {
-    !w.is_empty() && !w.chars().any(|c| "'\"\\$`*?[]{}()<>|;&!~#".contains(c) || c.is_control())
+    !w.is_empty()
+        && !w
+            .chars()
+            .any(|c| "'\"\\$`*?[]{}()<>|;&!~#".contains(c) || c.is_control())
 }
 
 /// A shell specifier as (words, `:*`).
@@ -334,13 +354,19 @@ fn claude(d: &Declared, env: &PathEnv, spec_custom: bool) -> Tr {
     }
     let widen = |provider: &str, what: &str| {
         if restricting(d) {
-            approx(vec![item(provider.to_owned())], format!("every {provider} call: {what}"))
+            approx(
+                vec![item(provider.to_owned())],
+                format!("every {provider} call: {what}"),
+            )
         } else {
             none(format!("{what}; leaving the allow out is stricter"))
         }
     };
     if spec.is_some() && spec_custom {
-        return widen(&claude_name(tool), "the policy sets its own matcher for this tool");
+        return widen(
+            &claude_name(tool),
+            "the policy sets its own matcher for this tool",
+        );
     }
     match (tool, spec) {
         ("bash", Some(s)) => exact(vec![item(format!("Bash({s})"))]),
@@ -348,21 +374,29 @@ fn claude(d: &Declared, env: &PathEnv, spec_custom: bool) -> Tr {
         ("read" | "edit" | "write", None) => exact(vec![item(claude_name(tool))]),
         ("read" | "edit", Some(s)) => match claude_path(s, env) {
             Some(p) => exact(vec![item(format!("{}({p})", claude_name(tool)))]),
-            None => widen(&claude_name(tool), "the project root cannot be written as a Claude Code path"),
+            None => widen(
+                &claude_name(tool),
+                "the project root cannot be written as a Claude Code path",
+            ),
         },
         ("write", Some(s)) => match (claude_path(s, env), restricting(d)) {
             (Some(p), true) => approx(
                 vec![item(format!("Edit({p})"))],
                 "Claude Code path rules for file changes are Edit rules, which also cover edits",
             ),
-            _ => none("Claude Code path rules for file changes are Edit rules, which would also allow edits"),
+            _ => none(
+                "Claude Code path rules for file changes are Edit rules, which would also allow edits",
+            ),
         },
         ("web_fetch", Some(s)) if s.starts_with("domain:") && !s.contains('*') => {
             exact(vec![item(format!("WebFetch({s})"))])
         }
         ("web_fetch", Some(_)) => widen("WebFetch", "Claude Code WebFetch rules name one domain"),
         (_, None) => exact(vec![item(claude_name(tool))]),
-        (_, Some(_)) => widen(&claude_name(tool), "Claude Code rules for this tool take no specifier"),
+        (_, Some(_)) => widen(
+            &claude_name(tool),
+            "Claude Code rules for this tool take no specifier",
+        ),
     }
 }
 
@@ -421,10 +455,12 @@ fn claude_text(report: &Report) -> Result<String, HarnessError> {
     if let Some(mode) = default_mode {
         permissions.insert("defaultMode".into(), Value::String(mode));
     }
-    let mut text = serde_json::to_string_pretty(&json!({ "permissions": permissions }))
-        .map_err(|e| HarnessError::Write {
-            what: "Claude Code settings",
-            message: e.to_string(),
+    let mut text =
+        serde_json::to_string_pretty(&json!({ "permissions": permissions })).map_err(|e| {
+            HarnessError::Write {
+                what: "Claude Code settings",
+                message: e.to_string(),
+            }
         })?;
     text.push('\n');
     Ok(text)
@@ -456,7 +492,11 @@ fn codex(d: &Declared, spec_custom: bool) -> Tr {
         return none("the policy sets its own matcher for bash");
     }
     let (words, prefix) = shell_spec(spec);
-    let leading: Vec<&str> = words.iter().copied().take_while(|w| plain_word(w)).collect();
+    let leading: Vec<&str> = words
+        .iter()
+        .copied()
+        .take_while(|w| plain_word(w))
+        .collect();
     if leading.len() == words.len() && !words.is_empty() {
         if prefix {
             return exact(vec![codex_item(d.list, &words)]);
@@ -501,7 +541,9 @@ fn starlark_str(s: &str) -> String {
 }
 
 fn codex_text(report: &Report, header: &str) -> String {
-    let mut out = format!("# {header}\n# Codex .rules: the strictest matching decision wins (forbidden > prompt > allow).\n");
+    let mut out = format!(
+        "# {header}\n# Codex .rules: the strictest matching decision wins (forbidden > prompt > allow).\n"
+    );
     let mut seen: Vec<Value> = Vec::new();
     for (status, e) in report.entries() {
         for item in &e.to {
@@ -512,9 +554,17 @@ fn codex_text(report: &Report, header: &str) -> String {
             let words: Vec<String> = item
                 .get("pattern")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(starlark_str).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(starlark_str)
+                        .collect()
+                })
                 .unwrap_or_default();
-            let decision = item.get("decision").and_then(Value::as_str).unwrap_or("forbidden");
+            let decision = item
+                .get("decision")
+                .and_then(Value::as_str)
+                .unwrap_or("forbidden");
             out.push_str(&format!(
                 "\n# {} {} [{}]: {}\nprefix_rule(\n    pattern = [{}],\n    decision = {},\n    justification = {},\n)\n",
                 e.list,
@@ -603,11 +653,7 @@ fn gemini(d: &Declared, spec_custom: bool) -> Tr {
     let priority = gemini_priority(list);
     let tool = d.rule.tool();
     let names = |n: &[&str]| {
-        if n.len() == 1 {
-            json!(n[0])
-        } else {
-            json!(n)
-        }
+        if n.len() == 1 { json!(n[0]) } else { json!(n) }
     };
     let item = |tool_name: Value| gemini_item(tool_name, None, None, decision, priority);
     if d.rule.is_tool_glob() {
@@ -665,7 +711,11 @@ fn gemini(d: &Declared, spec_custom: bool) -> Tr {
         });
     }
     let (words, prefix) = shell_spec(spec);
-    let leading: Vec<&str> = words.iter().copied().take_while(|w| plain_word(w)).collect();
+    let leading: Vec<&str> = words
+        .iter()
+        .copied()
+        .take_while(|w| plain_word(w))
+        .collect();
     let shell = |w: &[&str], p: bool| {
         gemini_item(
             json!("run_shell_command"),
@@ -760,12 +810,22 @@ mod tests {
 
     fn snapshot(text: &str) -> PolicySnapshot {
         let f = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "p", None).unwrap();
-        PolicySnapshot::from_files(&[f], PathEnv { project_root: "/repo".into(), home: None }).unwrap()
+        PolicySnapshot::from_files(
+            &[f],
+            PathEnv {
+                project_root: "/repo".into(),
+                home: None,
+            },
+        )
+        .unwrap()
     }
 
     #[test]
     fn claude_paths_become_absolute() {
-        let env = PathEnv { project_root: "/repo".into(), home: None };
+        let env = PathEnv {
+            project_root: "/repo".into(),
+            home: None,
+        };
         assert_eq!(claude_path("/etc/**", &env).unwrap(), "//etc/**");
         assert_eq!(claude_path("//etc", &env).unwrap(), "//etc");
         assert_eq!(claude_path("~/.ssh/**", &env).unwrap(), "~/.ssh/**");
@@ -784,14 +844,23 @@ mod tests {
         }
         let codex = export(&s, Target::Codex).unwrap();
         let exact: Vec<&str> = codex.report.exact.iter().map(|e| e.rule.as_str()).collect();
-        assert_eq!(exact, ["bash(rm:*)", "bash(git push:*)", "bash(git status:*)"]);
+        assert_eq!(
+            exact,
+            ["bash(rm:*)", "bash(git push:*)", "bash(git status:*)"]
+        );
         assert!(codex.text.contains("pattern = [\"git\", \"status\"]"));
     }
 
     #[test]
     fn gemini_regexes_keep_word_boundaries() {
-        assert_eq!(gemini_command_regex(&["git", "status"], true), "git status(?:[ ]|\\\\[tn]|\")");
-        assert_eq!(gemini_command_regex(&["npm", "run", "build"], false), "npm run build\"");
+        assert_eq!(
+            gemini_command_regex(&["git", "status"], true),
+            "git status(?:[ ]|\\\\[tn]|\")"
+        );
+        assert_eq!(
+            gemini_command_regex(&["npm", "run", "build"], false),
+            "npm run build\""
+        );
         assert_eq!(regex_escape("a.b"), "a\\.b");
     }
 }

@@ -40,8 +40,8 @@
 pub mod claude_code;
 mod error;
 pub mod export;
-mod report;
 pub mod replay;
+mod report;
 pub mod transcript;
 
 pub use error::HarnessError;

@@ -32,7 +32,10 @@ struct Evaluated {
 /// the withheld allow rules of untrusted sources left out. Read from the snapshot's canonical
 /// form (`warden.policy-snapshot/1`).
 pub fn declared_rules(snapshot: &PolicySnapshot) -> Result<Vec<DeclaredRule>, HarnessError> {
-    Ok(evaluated(snapshot)?.into_iter().map(|e| e.declared).collect())
+    Ok(evaluated(snapshot)?
+        .into_iter()
+        .map(|e| e.declared)
+        .collect())
 }
 
 fn evaluated(snapshot: &PolicySnapshot) -> Result<Vec<Evaluated>, HarnessError> {
@@ -72,9 +75,10 @@ fn evaluated(snapshot: &PolicySnapshot) -> Result<Vec<Evaluated>, HarnessError> 
             continue;
         }
         let cited_as = match aliases.get(rule.tool()) {
-            Some(targets) if !rule.is_tool_glob() => {
-                targets.iter().map(|t| rule.with_tool(t).to_string()).collect()
-            }
+            Some(targets) if !rule.is_tool_glob() => targets
+                .iter()
+                .map(|t| rule.with_tool(t).to_string())
+                .collect(),
             _ => vec![rule.to_string()],
         };
         out.push(Evaluated {
@@ -144,11 +148,20 @@ impl Tally {
         *self.decisions.entry(verdict.decision.as_str()).or_default() += 1;
         match (&verdict.rule, &verdict.source) {
             (Some(rule), Some(source)) => {
-                *self.rules.entry((rule.clone(), source.clone())).or_default() += 1;
+                *self
+                    .rules
+                    .entry((rule.clone(), source.clone()))
+                    .or_default() += 1;
             }
             _ => self.uncovered.push(call),
         }
-        self.fired.extend(verdict.rule.iter().zip(verdict.source.iter()).map(|(r, s)| (r.clone(), s.clone())));
+        self.fired.extend(
+            verdict
+                .rule
+                .iter()
+                .zip(verdict.source.iter())
+                .map(|(r, s)| (r.clone(), s.clone())),
+        );
         for s in &verdict.subjects {
             if let (Some(r), Some(src)) = (&s.rule, &s.source) {
                 self.fired.insert((r.clone(), src.clone()));
@@ -167,7 +180,12 @@ impl Tally {
 
     /// The summary: counts per decision and per rule, the rules that never fired, the calls no
     /// rule covered and, when comparing, the other policy's decisions and how many changed.
-    pub fn summary(&self, snapshot: &PolicySnapshot, files: usize, malformed: u64) -> Result<Value, HarnessError> {
+    pub fn summary(
+        &self,
+        snapshot: &PolicySnapshot,
+        files: usize,
+        malformed: u64,
+    ) -> Result<Value, HarnessError> {
         let never: Vec<DeclaredRule> = evaluated(snapshot)?
             .into_iter()
             .filter(|e| {
@@ -190,7 +208,10 @@ impl Tally {
         let decisions = |m: &BTreeMap<&'static str, u64>| {
             let mut o = serde_json::Map::new();
             for d in [Decision::Allow, Decision::Ask, Decision::Deny] {
-                o.insert(d.as_str().into(), Value::from(m.get(d.as_str()).copied().unwrap_or(0)));
+                o.insert(
+                    d.as_str().into(),
+                    Value::from(m.get(d.as_str()).copied().unwrap_or(0)),
+                );
             }
             Value::Object(o)
         };

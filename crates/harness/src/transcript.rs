@@ -180,7 +180,11 @@ impl TranscriptReader {
             };
             let input = match block.get("input") {
                 Some(v @ Value::Object(_)) => v.clone(),
-                _ => return Err(format!("content block {i}: `input` of {name} is not an object")),
+                _ => {
+                    return Err(format!(
+                        "content block {i}: `input` of {name} is not an object"
+                    ));
+                }
             };
             out.push(TranscriptCall {
                 time: time.clone(),
@@ -223,19 +227,19 @@ impl TranscriptReader {
                     .filter(|n| !n.is_empty())
                     .ok_or("a function_call without a name")?;
                 let args: Value = match item.get("arguments") {
-                    Some(Value::String(text)) => serde_json::from_str(text).map_err(|e| {
-                        format!("the arguments of {name} are not JSON: {e}")
-                    })?,
+                    Some(Value::String(text)) => serde_json::from_str(text)
+                        .map_err(|e| format!("the arguments of {name} are not JSON: {e}"))?,
                     Some(v @ Value::Object(_)) => v.clone(),
                     _ => return Err(format!("{name}: `arguments` must be a JSON string")),
                 };
                 self.codex_function(name, &args)?
             }
             Some("local_shell_call") => {
-                let action = item.get("action").ok_or("a local_shell_call without an action")?;
-                let argv = argv_of(action.get("command")).ok_or(
-                    "a local_shell_call whose command is not an array of strings",
-                )?;
+                let action = item
+                    .get("action")
+                    .ok_or("a local_shell_call without an action")?;
+                let argv = argv_of(action.get("command"))
+                    .ok_or("a local_shell_call whose command is not an array of strings")?;
                 let cwd = action
                     .get("working_directory")
                     .and_then(Value::as_str)
@@ -395,8 +399,7 @@ pub fn command_of_argv(argv: &[String]) -> String {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or(shell);
-        if matches!(name, "bash" | "sh" | "zsh") && matches!(flag.as_str(), "-c" | "-lc" | "-cl")
-        {
+        if matches!(name, "bash" | "sh" | "zsh") && matches!(flag.as_str(), "-c" | "-lc" | "-cl") {
             return script.clone();
         }
     }
@@ -448,23 +451,41 @@ mod tests {
     #[test]
     fn detects_each_format() {
         let d = |s: &str| TranscriptFormat::detect(&serde_json::from_str(s).unwrap());
-        assert_eq!(d(r#"{"tool":"bash","args":{}}"#), Some(TranscriptFormat::WardenCalls));
+        assert_eq!(
+            d(r#"{"tool":"bash","args":{}}"#),
+            Some(TranscriptFormat::WardenCalls)
+        );
         assert_eq!(
             d(r#"{"type":"assistant","message":{"content":[]},"uuid":"u"}"#),
             Some(TranscriptFormat::ClaudeCode)
         );
-        assert_eq!(d(r#"{"type":"summary","summary":"x","leafUuid":"u"}"#), Some(TranscriptFormat::ClaudeCode));
-        assert_eq!(d(r#"{"type":"session_meta","payload":{}}"#), Some(TranscriptFormat::Codex));
-        assert_eq!(d(r#"{"type":"function_call","name":"shell"}"#), Some(TranscriptFormat::Codex));
+        assert_eq!(
+            d(r#"{"type":"summary","summary":"x","leafUuid":"u"}"#),
+            Some(TranscriptFormat::ClaudeCode)
+        );
+        assert_eq!(
+            d(r#"{"type":"session_meta","payload":{}}"#),
+            Some(TranscriptFormat::Codex)
+        );
+        assert_eq!(
+            d(r#"{"type":"function_call","name":"shell"}"#),
+            Some(TranscriptFormat::Codex)
+        );
         assert_eq!(d(r#"{"hello":1}"#), None);
     }
 
     #[test]
     fn argv_becomes_a_command_the_splitter_reads_back() {
         let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(command_of_argv(&v(&["bash", "-lc", "ls && pwd"])), "ls && pwd");
+        assert_eq!(
+            command_of_argv(&v(&["bash", "-lc", "ls && pwd"])),
+            "ls && pwd"
+        );
         assert_eq!(command_of_argv(&v(&["/bin/sh", "-c", "x"])), "x");
-        assert_eq!(command_of_argv(&v(&["rg", "-n", "a b", "it's"])), "rg -n 'a b' 'it'\\''s'");
+        assert_eq!(
+            command_of_argv(&v(&["rg", "-n", "a b", "it's"])),
+            "rg -n 'a b' 'it'\\''s'"
+        );
     }
 
     #[test]
@@ -472,7 +493,11 @@ mod tests {
         let p = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: src/b.rs\n@@\n*** Delete File: c\n*** End Patch\n";
         assert_eq!(
             patch_files(p),
-            [("write", "a.txt".to_owned()), ("edit", "src/b.rs".to_owned()), ("edit", "c".to_owned())]
+            [
+                ("write", "a.txt".to_owned()),
+                ("edit", "src/b.rs".to_owned()),
+                ("edit", "c".to_owned())
+            ]
         );
     }
 }

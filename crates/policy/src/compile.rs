@@ -7,6 +7,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+// The index maps are probed several times per decision with short keys: FxHash is several
+// times faster than SipHash there, and the keys come from the policy author, not the caller.
+use rustc_hash::FxHashMap;
+
 use serde_json::{Value, json};
 use warden_contracts::{Digest, PolicySnapshotRef};
 
@@ -401,7 +405,7 @@ pub(crate) struct CompiledRule {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ToolIndex {
     pub(crate) bare: Vec<u32>,
-    pub(crate) keyed: HashMap<String, Vec<u32>>,
+    pub(crate) keyed: FxHashMap<String, Vec<u32>>,
     pub(crate) carve_outs: Vec<u32>,
     pub(crate) has_specifier_rules: bool,
 }
@@ -409,8 +413,49 @@ pub(crate) struct ToolIndex {
 /// One list's index.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ListIndex {
-    pub(crate) by_tool: HashMap<String, ToolIndex>,
-    pub(crate) tool_globs: Vec<u32>,
+    pub(crate) by_tool: FxHashMap<String, ToolIndex>,
+    /// Tool-name glob rules keyed by their literal prefix (the text before the first `*`), so
+    /// a decision probes a few prefixes of the tool name instead of trying every glob.
+    pub(crate) globs_by_prefix: FxHashMap<String, Vec<u32>>,
+    /// The distinct lengths of those prefixes, ascending.
+    pub(crate) glob_prefix_lens: Vec<usize>,
+}
+
+impl ListIndex {
+    /// Calls `f` with every tool-name glob rule of this list whose glob matches `tool`.
+    pub(crate) fn for_each_tool_glob(
+        &self,
+        rules: &[CompiledRule],
+        tool: &str,
+        mut f: impl FnMut(u32),
+    ) {
+        for &len in &self.glob_prefix_lens {
+            let Some(prefix) = tool.get(..len) else {
+                if len > tool.len() {
+                    break;
+                }
+                continue;
+            };
+            if let Some(ids) = self.globs_by_prefix.get(prefix) {
+                for &id in ids {
+                    if rules[id as usize]
+                        .tool_glob
+                        .as_ref()
+                        .is_some_and(|g| g.matches(tool))
+                    {
+                        f(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether any tool-name glob rule of this list matches `tool`.
+    pub(crate) fn any_tool_glob(&self, rules: &[CompiledRule], tool: &str) -> bool {
+        let mut any = false;
+        self.for_each_tool_glob(rules, tool, |_| any = true);
+        any
+    }
 }
 
 /// An immutable, compiled policy: `(policy_id, version, digest)`, its sources, its rules indexed
@@ -733,7 +778,11 @@ fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
         let id = id as u32;
         let list = &mut lists[list_slot(r.list)];
         if r.tool_glob.is_some() {
-            list.tool_globs.push(id);
+            let prefix = r.rule.tool().split('*').next().unwrap_or("").to_owned();
+            if !list.glob_prefix_lens.contains(&prefix.len()) {
+                list.glob_prefix_lens.push(prefix.len());
+            }
+            list.globs_by_prefix.entry(prefix).or_default().push(id);
             continue;
         }
         let t = list.by_tool.entry(r.rule.tool().to_owned()).or_default();
@@ -748,6 +797,9 @@ fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
             }
             (None, _) => t.bare.push(id),
         }
+    }
+    for list in &mut lists {
+        list.glob_prefix_lens.sort_unstable();
     }
     lists
 }

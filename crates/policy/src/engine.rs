@@ -115,7 +115,8 @@ enum Split {
 pub(crate) struct Prepared {
     pub(crate) subject: Subject,
     restrict: Value,
-    permit: Value,
+    /// The allow-side value; `None` when it is the same as `restrict` (saves a copy).
+    permit: Option<Value>,
     /// Why the program cannot be known statically.
     unknown: Option<String>,
     /// More readings deny and ask rules try (a shell command's literal argv, each wrapper
@@ -154,6 +155,13 @@ impl AllowOnly {
             spec.split(|c: char| c.is_whitespace())
                 .any(|w| w == h || w.trim_end_matches(":*") == h)
         })
+    }
+}
+
+impl Prepared {
+    /// The value allow rules (and deny/ask carve-outs) read.
+    fn permit(&self) -> &Value {
+        self.permit.as_ref().unwrap_or(&self.restrict)
     }
 }
 
@@ -196,7 +204,7 @@ impl PolicySnapshot {
     ) -> Vec<crate::explain::RuleMatch> {
         let index = &self.lists[slot(list)];
         let (view, value) = match list {
-            ListKind::Allow => (View::Permit, &p.permit),
+            ListKind::Allow => (View::Permit, p.permit()),
             _ => (View::Restrict, &p.restrict),
         };
         let tool = p.subject.tool.as_str();
@@ -255,10 +263,10 @@ impl PolicySnapshot {
         let subject = Subject {
             tool: call.tool.clone(),
             text,
-            args: call.args.clone(),
+            args: Json::Null,
             constrain: false,
         };
-        Split::Subjects(vec![self.prepare(call, subject, None)])
+        Split::Subjects(vec![self.prepare_from(call, subject, &call.args, None)])
     }
 
     fn subject_text(&self, call: &Call) -> String {
@@ -324,7 +332,7 @@ impl PolicySnapshot {
         Prepared {
             subject,
             restrict,
-            permit,
+            permit: Some(permit),
             unknown: c.unknown.clone(),
             also,
             allow_only: AllowOnly {
@@ -368,40 +376,47 @@ impl PolicySnapshot {
                 .by_tool
                 .get(tool)
                 .is_some_and(|t| t.has_specifier_rules || !t.bare.is_empty())
-                || index.tool_globs.iter().any(|&id| {
-                    self.rules[id as usize]
-                        .tool_glob
-                        .as_ref()
-                        .is_some_and(|g| g.matches(tool))
-                })
+                || index.any_tool_glob(&self.rules, tool)
         })
     }
 
-    fn prepare(&self, call: &Call, subject: Subject, unknown: Option<String>) -> Prepared {
+    fn prepare(&self, call: &Call, mut subject: Subject, unknown: Option<String>) -> Prepared {
+        let args = std::mem::take(&mut subject.args);
+        self.prepare_from(call, subject, &args, unknown)
+    }
+
+    /// Prepares `subject`, whose matched arguments are `args` (kept apart so a call's own
+    /// arguments are read in place, never copied).
+    fn prepare_from(
+        &self,
+        call: &Call,
+        subject: Subject,
+        args: &Json,
+        unknown: Option<String>,
+    ) -> Prepared {
         let value = match self.profiles.get(&subject.tool) {
             None => Value::Missing,
             Some(profile) => {
-                let field = subject.args.get(&profile.field);
-                let cwd = call
-                    .cwd
-                    .clone()
-                    .unwrap_or_else(|| self.env.project_root.clone());
-                let lexical = Value::prepare(profile.matcher, field, &cwd, &self.env, None);
+                let field = args.get(&profile.field);
+                let cwd = call.cwd.as_deref().unwrap_or(&self.env.project_root);
+                let lexical = Value::prepare(profile.matcher, field, cwd, &self.env, None);
                 match &lexical {
-                    Value::Path { lexical: l, .. } => match call.resolved_paths.get(l) {
-                        Some(r) if r != l => {
-                            Value::prepare(profile.matcher, field, &cwd, &self.env, Some(r))
+                    Value::Path { lexical: l, .. } if !call.resolved_paths.is_empty() => {
+                        match call.resolved_paths.get(l) {
+                            Some(r) if r != l => {
+                                Value::prepare(profile.matcher, field, cwd, &self.env, Some(r))
+                            }
+                            _ => lexical,
                         }
-                        _ => lexical,
-                    },
+                    }
                     _ => lexical,
                 }
             }
         };
         Prepared {
             subject,
-            restrict: value.clone(),
-            permit: value,
+            restrict: value,
+            permit: None,
             unknown,
             also: Vec::new(),
             allow_only: AllowOnly::default(),
@@ -413,7 +428,7 @@ impl PolicySnapshot {
     pub(crate) fn first_match(&self, list: ListKind, p: &Prepared) -> Option<&CompiledRule> {
         let index = &self.lists[slot(list)];
         let (view, value) = match list {
-            ListKind::Allow => (View::Permit, &p.permit),
+            ListKind::Allow => (View::Permit, p.permit()),
             _ => (View::Restrict, &p.restrict),
         };
         let tool = p.subject.tool.as_str();
@@ -435,15 +450,7 @@ impl PolicySnapshot {
                 }
             }
         }
-        for &id in &index.tool_globs {
-            if self.rules[id as usize]
-                .tool_glob
-                .as_ref()
-                .is_some_and(|g| g.matches(tool))
-            {
-                candidates.push(id);
-            }
-        }
+        index.for_each_tool_glob(&self.rules, tool, |id| candidates.push(id));
         if candidates.len() > 1 {
             candidates.sort_unstable();
             candidates.dedup();
@@ -480,7 +487,7 @@ impl PolicySnapshot {
         // strengthens an allow list (so it matches as a deny would).
         let (view, value) = match list {
             ListKind::Allow => (View::Restrict, &p.restrict),
-            _ => (View::Permit, &p.permit),
+            _ => (View::Permit, p.permit()),
         };
         let target = &self.sources[rule.source];
         t.carve_outs
@@ -510,13 +517,7 @@ impl PolicySnapshot {
             }
         });
         direct
-            || (!with_specifier
-                && deny.tool_globs.iter().any(|&id| {
-                    self.rules[id as usize]
-                        .tool_glob
-                        .as_ref()
-                        .is_some_and(|g| g.matches(tool))
-                }))
+            || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
     }
 
     fn decide_subject(&self, p: &Prepared) -> SubjectVerdict {
@@ -606,51 +607,56 @@ impl PolicySnapshot {
         };
         let subjects: Vec<SubjectVerdict> =
             prepared.iter().map(|p| self.decide_subject(p)).collect();
-        let counted: Vec<&SubjectVerdict> = subjects.iter().filter(|s| !s.neutral).collect();
-        let verdict = if counted.is_empty() {
-            // Only constraints, none of which restricted: the call's own tool takes the default.
-            Verdict {
-                decision: self.default,
-                rule: None,
-                source: None,
-                reason: default_reason(self.default, &call.tool),
-                subject: None,
-                subjects: subjects.clone(),
-                policy_digest: self.digest.clone(),
+        // The call takes the strictest decision of its counted (non-neutral) subjects and
+        // cites the first subject that has it.
+        let deciding = subjects
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.neutral)
+            .max_by(|(ia, a), (ib, b)| a.decision.cmp(&b.decision).then(ib.cmp(ia)))
+            .map(|(i, _)| i);
+        let verdict = match deciding {
+            None => {
+                // Only constraints, none of which restricted: the call's own tool takes the
+                // default.
+                Verdict {
+                    decision: self.default,
+                    rule: None,
+                    source: None,
+                    reason: default_reason(self.default, &call.tool),
+                    subject: None,
+                    subjects,
+                    policy_digest: self.digest.clone(),
+                }
             }
-        } else {
-            let decision = counted
-                .iter()
-                .map(|s| s.decision)
-                .max()
-                .unwrap_or(Decision::Deny);
-            let deciding = counted
-                .iter()
-                .find(|s| s.decision == decision)
-                .copied()
-                .unwrap_or(counted[0]);
-            let mut reason = deciding.reason.clone();
-            if decision == Decision::Deny && subjects.len() > 1 {
-                let others: Vec<String> = subjects
-                    .iter()
-                    .filter(|s| !std::ptr::eq(*s, deciding))
-                    .map(|s| format!("\"{}\"", s.text))
-                    .collect();
-                reason = format!(
-                    "{} on \"{}\"; nothing in this command ran, including {}",
-                    deciding.reason,
-                    deciding.text,
-                    join_and(&others)
-                );
-            }
-            Verdict {
-                decision,
-                rule: deciding.rule.clone(),
-                source: deciding.source.clone(),
-                reason,
-                subject: (subjects.len() > 1).then(|| deciding.text.clone()),
-                subjects: subjects.clone(),
-                policy_digest: self.digest.clone(),
+            Some(i) => {
+                let d = &subjects[i];
+                let decision = d.decision;
+                let reason = if decision == Decision::Deny && subjects.len() > 1 {
+                    let others: Vec<String> = subjects
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .map(|(_, s)| format!("\"{}\"", s.text))
+                        .collect();
+                    format!(
+                        "{} on \"{}\"; nothing in this command ran, including {}",
+                        d.reason,
+                        d.text,
+                        join_and(&others)
+                    )
+                } else {
+                    d.reason.clone()
+                };
+                Verdict {
+                    decision,
+                    rule: d.rule.clone(),
+                    source: d.source.clone(),
+                    reason,
+                    subject: (subjects.len() > 1).then(|| d.text.clone()),
+                    subjects,
+                    policy_digest: self.digest.clone(),
+                }
             }
         };
         tracing::debug!(decision = %verdict.decision, rule = ?verdict.rule, "decided");

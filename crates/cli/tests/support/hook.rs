@@ -36,7 +36,12 @@ pub(crate) fn hook_with(args: &[&str], stdin: &str, dir: &Path, env: &[(&str, &s
 }
 
 fn hook(policy: &str, stdin: &str, dir: &Path) -> Output {
-    hook_with(&["hook", "claude-code", "--policy", policy], stdin, dir, &[])
+    hook_with(
+        &["hook", "claude-code", "--policy", policy],
+        stdin,
+        dir,
+        &[],
+    )
 }
 
 fn pre(tool: &str, input: Value, cwd: &Path) -> String {
@@ -66,7 +71,10 @@ fn stderr(out: &Output) -> String {
 fn decision(out: &Output) -> (String, String) {
     let text = stdout(out);
     let v: Value = serde_json::from_str(text.trim_end()).unwrap_or_else(|e| {
-        panic!("stdout is not one JSON object ({e}): {text:?}; stderr {}", stderr(out))
+        panic!(
+            "stdout is not one JSON object ({e}): {text:?}; stderr {}",
+            stderr(out)
+        )
     });
     let d = v["hookSpecificOutput"]["permissionDecision"]
         .as_str()
@@ -84,7 +92,11 @@ fn decision(out: &Output) -> (String, String) {
     match d.as_str() {
         "deny" => {
             assert_eq!(out.status.code(), Some(2), "deny exits 2");
-            assert_eq!(stderr(out), format!("{reason}\n"), "deny puts the reason on stderr");
+            assert_eq!(
+                stderr(out),
+                format!("{reason}\n"),
+                "deny puts the reason on stderr"
+            );
         }
         "allow" | "ask" => {
             assert_eq!(out.status.code(), Some(0), "{d} exits 0");
@@ -133,7 +145,11 @@ fn hook_answers_every_shell_corpus_case_with_the_exact_contract_output() {
         let command = case["command"].as_str().unwrap();
         let out = hook(
             &policy,
-            &pre("Bash", json!({"command": command, "description": "x"}), dir.path()),
+            &pre(
+                "Bash",
+                json!({"command": command, "description": "x"}),
+                dir.path(),
+            ),
             dir.path(),
         );
         let (got, reason) = decision(&out);
@@ -148,7 +164,9 @@ fn hook_answers_every_shell_corpus_case_with_the_exact_contract_output() {
         let call = json!({"tool": "bash", "args": {"command": command}});
         let calls = write(dir.path(), &format!("case{i}.jsonl"), &format!("{call}\n"));
         let check = warden(
-            &["check", "--policy", &policy, "--calls", &calls, "--format", "json"],
+            &[
+                "check", "--policy", &policy, "--calls", &calls, "--format", "json",
+            ],
             dir.path(),
         );
         let c = &lines(&check)[0];
@@ -217,7 +235,11 @@ fn golden_answers_for_allow_ask_and_deny() {
         ),
     ];
     for (command, code, golden) in cases {
-        let out = hook(&policy, &pre("Bash", json!({"command": command}), dir.path()), dir.path());
+        let out = hook(
+            &policy,
+            &pre("Bash", json!({"command": command}), dir.path()),
+            dir.path(),
+        );
         assert_eq!(stdout(&out), format!("{golden}\n"), "{command}");
         assert_eq!(out.status.code(), Some(code), "{command}");
     }
@@ -232,25 +254,94 @@ fn every_malformed_input_class_exits_2_with_the_reason_on_stderr() {
     let cases: Vec<(&str, String, &str, &str)> = vec![
         ("empty stdin", String::new(), &policy, "not JSON"),
         ("not JSON", "git status".into(), &policy, "not JSON"),
-        ("truncated JSON", ok_event[..ok_event.len() / 2].into(), &policy, "not JSON"),
+        (
+            "truncated JSON",
+            ok_event[..ok_event.len() / 2].into(),
+            &policy,
+            "not JSON",
+        ),
         ("a JSON array", "[1,2]".into(), &policy, "not a JSON object"),
-        ("a JSON string", "\"PreToolUse\"".into(), &policy, "not a JSON object"),
-        ("no event name", r#"{"tool_name":"Bash","tool_input":{}}"#.into(), &policy, "unknown hook event"),
-        ("an unknown event", r#"{"hook_event_name":"Stop"}"#.into(), &policy, "unknown hook event `Stop`"),
-        ("PermissionRequest", r#"{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{}}"#.into(), &policy, "unknown hook event"),
-        ("no tool_name", r#"{"hook_event_name":"PreToolUse","tool_input":{"command":"ls"}}"#.into(), &policy, "without `tool_name`"),
-        ("tool_name not a string", r#"{"hook_event_name":"PreToolUse","tool_name":7,"tool_input":{}}"#.into(), &policy, "`tool_name` must be a string"),
-        ("empty tool_name", r#"{"hook_event_name":"PreToolUse","tool_name":"","tool_input":{}}"#.into(), &policy, "non-empty"),
-        ("no tool_input", r#"{"hook_event_name":"PreToolUse","tool_name":"Bash"}"#.into(), &policy, "without `tool_input`"),
-        ("tool_input not an object", r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}"#.into(), &policy, "`tool_input` must be an object"),
-        ("cwd not a string", r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{},"cwd":1}"#.into(), &policy, "`cwd` must be a string"),
-        ("a policy without a default", ok_event.clone(), &broken, "default"),
-        ("a missing policy file", ok_event.clone(), "/nonexistent/p.toml", "p.toml"),
+        (
+            "a JSON string",
+            "\"PreToolUse\"".into(),
+            &policy,
+            "not a JSON object",
+        ),
+        (
+            "no event name",
+            r#"{"tool_name":"Bash","tool_input":{}}"#.into(),
+            &policy,
+            "unknown hook event",
+        ),
+        (
+            "an unknown event",
+            r#"{"hook_event_name":"Stop"}"#.into(),
+            &policy,
+            "unknown hook event `Stop`",
+        ),
+        (
+            "PermissionRequest",
+            r#"{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{}}"#.into(),
+            &policy,
+            "unknown hook event",
+        ),
+        (
+            "no tool_name",
+            r#"{"hook_event_name":"PreToolUse","tool_input":{"command":"ls"}}"#.into(),
+            &policy,
+            "without `tool_name`",
+        ),
+        (
+            "tool_name not a string",
+            r#"{"hook_event_name":"PreToolUse","tool_name":7,"tool_input":{}}"#.into(),
+            &policy,
+            "`tool_name` must be a string",
+        ),
+        (
+            "empty tool_name",
+            r#"{"hook_event_name":"PreToolUse","tool_name":"","tool_input":{}}"#.into(),
+            &policy,
+            "non-empty",
+        ),
+        (
+            "no tool_input",
+            r#"{"hook_event_name":"PreToolUse","tool_name":"Bash"}"#.into(),
+            &policy,
+            "without `tool_input`",
+        ),
+        (
+            "tool_input not an object",
+            r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}"#.into(),
+            &policy,
+            "`tool_input` must be an object",
+        ),
+        (
+            "cwd not a string",
+            r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{},"cwd":1}"#.into(),
+            &policy,
+            "`cwd` must be a string",
+        ),
+        (
+            "a policy without a default",
+            ok_event.clone(),
+            &broken,
+            "default",
+        ),
+        (
+            "a missing policy file",
+            ok_event.clone(),
+            "/nonexistent/p.toml",
+            "p.toml",
+        ),
     ];
     for (what, stdin, policy, needle) in cases {
         let out = hook(policy, &stdin, dir.path());
         assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
-        assert!(out.stdout.is_empty(), "{what}: nothing on stdout: {}", stdout(&out));
+        assert!(
+            out.stdout.is_empty(),
+            "{what}: nothing on stdout: {}",
+            stdout(&out)
+        );
         let err = stderr(&out);
         assert!(err.starts_with("error: "), "{what}: {err}");
         assert!(err.contains(needle), "{what}: {err} (want {needle})");
@@ -273,16 +364,28 @@ fn a_panic_inside_the_hook_exits_2_and_prints_nothing_on_stdout() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
-    assert!(stderr(&out).contains("panic: injected by WARDEN_HOOK_TEST_PANIC"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("panic: injected by WARDEN_HOOK_TEST_PANIC"),
+        "{}",
+        stderr(&out)
+    );
     // Without the switch the same event is allowed.
-    let out = hook(&policy, &pre("Bash", json!({"command": "ls"}), dir.path()), dir.path());
+    let out = hook(
+        &policy,
+        &pre("Bash", json!({"command": "ls"}), dir.path()),
+        dir.path(),
+    );
     assert_eq!(decision(&out).0, "allow");
 }
 
 #[test]
 fn unknown_fields_are_ignored() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = write(dir.path(), "p.toml", "default = \"deny\"\nallow = [\"bash(npm test)\"]\n");
+    let policy = write(
+        dir.path(),
+        "p.toml",
+        "default = \"deny\"\nallow = [\"bash(npm test)\"]\n",
+    );
     let mut event: Value = serde_json::from_str(&pre(
         "Bash",
         json!({"command": "npm test", "timeout": 120000, "run_in_background": false, "brand_new": [1]}),
@@ -309,20 +412,64 @@ fn the_tool_mapping_decides_claude_code_tools_as_warden_tools() {
     );
     let r = root.to_string_lossy().into_owned();
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("Read", json!({"file_path": format!("{r}/src/main.rs")}), "allow"),
-        ("Read", json!({"file_path": format!("{r}/.env.local")}), "deny"),
-        ("Edit", json!({"file_path": "/etc/hosts", "old_string": "a", "new_string": "b"}), "deny"),
-        ("MultiEdit", json!({"file_path": "/etc/hosts", "edits": []}), "deny"),
-        ("Write", json!({"file_path": "/etc/motd", "content": "x"}), "deny"),
-        ("NotebookEdit", json!({"notebook_path": "/etc/n.ipynb", "new_source": "x"}), "deny"),
-        ("Write", json!({"file_path": format!("{r}/src/new.rs"), "content": "x"}), "ask"),
-        ("Glob", json!({"pattern": "**/*.rs", "path": format!("{r}/src/lib")}), "allow"),
+        (
+            "Read",
+            json!({"file_path": format!("{r}/src/main.rs")}),
+            "allow",
+        ),
+        (
+            "Read",
+            json!({"file_path": format!("{r}/.env.local")}),
+            "deny",
+        ),
+        (
+            "Edit",
+            json!({"file_path": "/etc/hosts", "old_string": "a", "new_string": "b"}),
+            "deny",
+        ),
+        (
+            "MultiEdit",
+            json!({"file_path": "/etc/hosts", "edits": []}),
+            "deny",
+        ),
+        (
+            "Write",
+            json!({"file_path": "/etc/motd", "content": "x"}),
+            "deny",
+        ),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "/etc/n.ipynb", "new_source": "x"}),
+            "deny",
+        ),
+        (
+            "Write",
+            json!({"file_path": format!("{r}/src/new.rs"), "content": "x"}),
+            "ask",
+        ),
+        (
+            "Glob",
+            json!({"pattern": "**/*.rs", "path": format!("{r}/src/lib")}),
+            "allow",
+        ),
         // `src/**` covers what is under src/, not the folder itself (gitignore semantics).
-        ("Glob", json!({"pattern": "**/*.rs", "path": format!("{r}/src")}), "ask"),
+        (
+            "Glob",
+            json!({"pattern": "**/*.rs", "path": format!("{r}/src")}),
+            "ask",
+        ),
         // A missing `path` is the event's cwd: the project root, which src/** does not cover.
         ("Grep", json!({"pattern": "TODO"}), "ask"),
-        ("WebFetch", json!({"url": "https://docs.rs/serde", "prompt": "x"}), "allow"),
-        ("WebFetch", json!({"url": "https://evil.example/", "prompt": "x"}), "ask"),
+        (
+            "WebFetch",
+            json!({"url": "https://docs.rs/serde", "prompt": "x"}),
+            "allow",
+        ),
+        (
+            "WebFetch",
+            json!({"url": "https://evil.example/", "prompt": "x"}),
+            "ask",
+        ),
         ("mcp__github__list_issues", json!({"repo": "a/b"}), "allow"),
         ("mcp__github__delete_repo", json!({"repo": "a/b"}), "deny"),
         ("WebSearch", json!({"query": "x"}), "deny"),
@@ -334,21 +481,52 @@ fn the_tool_mapping_decides_claude_code_tools_as_warden_tools() {
         assert_eq!(decision(&out).0, want, "{tool} {input}");
     }
     // With a cwd under src/, Grep's missing path is covered by the allow rule.
-    let out = hook(&policy, &pre("Grep", json!({"pattern": "x"}), &root.join("src/lib")), &root);
+    let out = hook(
+        &policy,
+        &pre("Grep", json!({"pattern": "x"}), &root.join("src/lib")),
+        &root,
+    );
     assert_eq!(decision(&out).0, "allow");
 }
 
 #[test]
 fn a_missing_mapped_field_is_decided_never_refused_and_never_allowed_by_a_specifier() {
     let dir = tempfile::tempdir().unwrap();
-    let allow_only = write(dir.path(), "a.toml", "default = \"ask\"\nallow = [\"read(/**)\", \"bash(ls:*)\"]\n");
-    let with_deny = write(dir.path(), "d.toml", "default = \"allow\"\ndeny = [\"read(/etc/**)\", \"bash(rm:*)\"]\n");
-    for (tool, input) in [("Read", json!({"offset": 1})), ("Bash", json!({"description": "x"})), ("Read", json!({"file_path": 7}))] {
-        let out = hook(&allow_only, &pre(tool, input.clone(), dir.path()), dir.path());
-        assert_eq!(decision(&out).0, "ask", "{tool} {input}: an allow rule with a specifier never allows it");
-        let out = hook(&with_deny, &pre(tool, input.clone(), dir.path()), dir.path());
+    let allow_only = write(
+        dir.path(),
+        "a.toml",
+        "default = \"ask\"\nallow = [\"read(/**)\", \"bash(ls:*)\"]\n",
+    );
+    let with_deny = write(
+        dir.path(),
+        "d.toml",
+        "default = \"allow\"\ndeny = [\"read(/etc/**)\", \"bash(rm:*)\"]\n",
+    );
+    for (tool, input) in [
+        ("Read", json!({"offset": 1})),
+        ("Bash", json!({"description": "x"})),
+        ("Read", json!({"file_path": 7})),
+    ] {
+        let out = hook(
+            &allow_only,
+            &pre(tool, input.clone(), dir.path()),
+            dir.path(),
+        );
+        assert_eq!(
+            decision(&out).0,
+            "ask",
+            "{tool} {input}: an allow rule with a specifier never allows it"
+        );
+        let out = hook(
+            &with_deny,
+            &pre(tool, input.clone(), dir.path()),
+            dir.path(),
+        );
         let (d, reason) = decision(&out);
-        assert_eq!(d, "deny", "{tool} {input}: the tool has deny rules with a specifier");
+        assert_eq!(
+            d, "deny",
+            "{tool} {input}: the tool has deny rules with a specifier"
+        );
         assert!(reason.contains("missing or not a string"), "{reason}");
     }
 }
@@ -359,12 +537,20 @@ fn relative_patterns_anchor_at_the_project_dir_and_relative_paths_at_the_event_c
     let project = tempfile::tempdir().unwrap();
     let project = project.path().canonicalize().unwrap();
     std::fs::create_dir_all(project.join("sub")).unwrap();
-    let policy = write(policy_dir.path(), "p.toml", "default = \"allow\"\ndeny = [\"edit(secrets/**)\"]\n");
+    let policy = write(
+        policy_dir.path(),
+        "p.toml",
+        "default = \"allow\"\ndeny = [\"edit(secrets/**)\"]\n",
+    );
     let env = [("CLAUDE_PROJECT_DIR", project.to_str().unwrap())];
     let run = |file_path: &str, cwd: &Path, env: &[(&str, &str)]| {
         let out = hook_with(
             &["hook", "claude-code", "--policy", &policy],
-            &pre("Write", json!({"file_path": file_path, "content": "x"}), cwd),
+            &pre(
+                "Write",
+                json!({"file_path": file_path, "content": "x"}),
+                cwd,
+            ),
             policy_dir.path(),
             env,
         );
@@ -376,7 +562,11 @@ fn relative_patterns_anchor_at_the_project_dir_and_relative_paths_at_the_event_c
     let pd = policy_dir.path().to_string_lossy();
     assert_eq!(run(&format!("{pd}/secrets/k"), &project, &env), "allow");
     // The event's cwd moves with `cd`; the anchor does not.
-    assert_eq!(run("secrets/k", &project.join("sub"), &env), "allow", "sub/secrets/k is not under <project>/secrets");
+    assert_eq!(
+        run("secrets/k", &project.join("sub"), &env),
+        "allow",
+        "sub/secrets/k is not under <project>/secrets"
+    );
     assert_eq!(run("../secrets/k", &project.join("sub"), &env), "deny");
     // Without CLAUDE_PROJECT_DIR the policy file's folder is the anchor.
     assert_eq!(run(&format!("{pd}/secrets/k"), &project, &[]), "deny");
@@ -390,18 +580,42 @@ fn a_symlink_cannot_dodge_a_deny() {
     std::fs::create_dir_all(root.join("secrets")).unwrap();
     std::fs::write(root.join("secrets/key"), "k").unwrap();
     std::os::unix::fs::symlink(root.join("secrets/key"), root.join("innocent")).unwrap();
-    let policy = write(&root, "p.toml", "default = \"allow\"\ndeny = [\"read(secrets/**)\"]\n");
-    let out = hook(&policy, &pre("Read", json!({"file_path": root.join("innocent")}), &root), &root);
+    let policy = write(
+        &root,
+        "p.toml",
+        "default = \"allow\"\ndeny = [\"read(secrets/**)\"]\n",
+    );
+    let out = hook(
+        &policy,
+        &pre("Read", json!({"file_path": root.join("innocent")}), &root),
+        &root,
+    );
     assert_eq!(decision(&out).0, "deny");
 }
 
 #[test]
 fn the_journal_records_verdicts_and_what_the_provider_reports_it_ran() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = write(dir.path(), "p.toml", "default = \"ask\"\nallow = [\"bash(ls:*)\"]\ndeny = [\"bash(rm:*)\"]\n");
+    let policy = write(
+        dir.path(),
+        "p.toml",
+        "default = \"ask\"\nallow = [\"bash(ls:*)\"]\ndeny = [\"bash(rm:*)\"]\n",
+    );
     let store = dir.path().join("journal.db");
-    let args = ["hook", "claude-code", "--policy", &policy, "--journal", store.to_str().unwrap()];
-    let out = hook_with(&args, &pre("Bash", json!({"command": "ls -la"}), dir.path()), dir.path(), &[]);
+    let args = [
+        "hook",
+        "claude-code",
+        "--policy",
+        &policy,
+        "--journal",
+        store.to_str().unwrap(),
+    ];
+    let out = hook_with(
+        &args,
+        &pre("Bash", json!({"command": "ls -la"}), dir.path()),
+        dir.path(),
+        &[],
+    );
     assert_eq!(decision(&out).0, "allow");
     let post = json!({
         "session_id": "abc123", "cwd": dir.path(), "hook_event_name": "PostToolUse",
@@ -411,7 +625,12 @@ fn the_journal_records_verdicts_and_what_the_provider_reports_it_ran() {
     let out = hook_with(&args, &post.to_string(), dir.path(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "PostToolUse prints nothing");
-    let out = hook_with(&args, &pre("Bash", json!({"command": "rm -rf /"}), dir.path()), dir.path(), &[]);
+    let out = hook_with(
+        &args,
+        &pre("Bash", json!({"command": "rm -rf /"}), dir.path()),
+        dir.path(),
+        &[],
+    );
     assert_eq!(decision(&out).0, "deny");
 
     let conn = rusqlite::Connection::open(&store).unwrap();
@@ -424,21 +643,35 @@ fn the_journal_records_verdicts_and_what_the_provider_reports_it_ran() {
         .map(Result::unwrap)
         .collect();
     let types: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-    assert_eq!(types, ["hook_verdict", "provider_observation", "hook_verdict"]);
+    assert_eq!(
+        types,
+        ["hook_verdict", "provider_observation", "hook_verdict"]
+    );
     assert!(rows.iter().all(|r| r.0 == "claude-code-abc123"));
     assert_eq!(rows[1].2.as_deref(), Some("toolu_01ABC"));
     let verdict: Value = serde_json::from_str(&rows[2].3).unwrap();
     assert_eq!(verdict["decision"], "deny");
     assert_eq!(verdict["rule"], "bash(rm:*)");
     assert_eq!(verdict["tool"], "Bash");
-    assert!(!rows[2].3.contains("rm -rf"), "payloads hold digests, never raw arguments");
+    assert!(
+        !rows[2].3.contains("rm -rf"),
+        "payloads hold digests, never raw arguments"
+    );
     let observed: Value = serde_json::from_str(&rows[1].3).unwrap();
     assert_eq!(observed["reported_by"], "provider");
     assert_eq!(observed["status"], "succeeded");
     drop(stmt);
     drop(conn);
-    let verify = warden(&["evidence", "verify", "--store", store.to_str().unwrap()], dir.path());
-    assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stdout));
+    let verify = warden(
+        &["evidence", "verify", "--store", store.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 
     // Without --journal, PostToolUse is a no-op: exit 0, nothing printed.
     let out = hook(&policy, &post.to_string(), dir.path());
@@ -449,8 +682,22 @@ fn the_journal_records_verdicts_and_what_the_provider_reports_it_ran() {
 fn print_settings_gives_a_paste_ready_fragment() {
     let dir = tempfile::tempdir().unwrap();
     let policy = write(dir.path(), "p.toml", "default = \"ask\"\n");
-    let out = warden(&["hook", "claude-code", "--print-settings", "--policy", "p.toml"], dir.path());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = warden(
+        &[
+            "hook",
+            "claude-code",
+            "--print-settings",
+            "--policy",
+            "p.toml",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for event in ["PreToolUse", "PostToolUse"] {
         let entry = &v["hooks"][event][0];
@@ -462,13 +709,21 @@ fn print_settings_gives_a_paste_ready_fragment() {
         let canonical = Path::new(&policy).canonicalize().unwrap();
         assert_eq!(
             h["args"],
-            json!(["hook", "claude-code", "--policy", canonical.to_str().unwrap()])
+            json!([
+                "hook",
+                "claude-code",
+                "--policy",
+                canonical.to_str().unwrap()
+            ])
         );
         assert!(h["timeout"].as_u64().unwrap() > 0);
     }
     // A policy that does not load is refused before anything is installed.
     let bad = write(dir.path(), "bad.toml", "allow = [\"read\"]\n");
-    let out = warden(&["hook", "claude-code", "--print-settings", "--policy", &bad], dir.path());
+    let out = warden(
+        &["hook", "claude-code", "--print-settings", "--policy", &bad],
+        dir.path(),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }

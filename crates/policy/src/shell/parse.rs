@@ -46,10 +46,10 @@ pub(super) fn parse(text: &str, context: &str) -> Result<Parsed, SplitError> {
             "{heredocs} heredoc operators (`<<`), more than the {MAX_HEREDOCS} the splitter reads"
         )));
     }
-    let tree = parse_raw(text)?;
+    let tree = parse_raw(&ascii_stand_in(text))?;
     let parsed = match join_continuations(text, &tree) {
         Some(joined) => {
-            let tree = parse_raw(&joined)?;
+            let tree = parse_raw(&ascii_stand_in(&joined))?;
             Parsed { text: joined, tree }
         }
         None => Parsed {
@@ -59,6 +59,30 @@ pub(super) fn parse(text: &str, context: &str) -> Result<Parsed, SplitError> {
     };
     check_errors(&parsed, context)?;
     Ok(parsed)
+}
+
+/// The text tree-sitter is given: every non-ASCII character replaced by as many `x` as it has
+/// bytes, so byte offsets are unchanged (words are read from the original text).
+///
+/// tree-sitter-bash 0.25.1's external scanner calls the C `isdigit` on the lookahead code
+/// point, which is undefined behaviour past 255 and crashes the process for some (`{` followed
+/// by U+70000 segfaults). Bash (like tree-sitter in the C locale) treats non-ASCII characters
+/// as word characters, and so does `x`; where the stand-in could read differently (`$é` becomes
+/// the expansion `$xx`, two different heredoc delimiters become equal) it only ever reads more
+/// as dynamic or as commands, never less.
+fn ascii_stand_in(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.extend(std::iter::repeat_n('x', c.len_utf8()));
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn parse_raw(text: &str) -> Result<Tree, SplitError> {

@@ -283,6 +283,12 @@ pub(super) fn inner_start(spec: &Spec, words: &[Word], start: usize) -> (Inner, 
     let mut options = false;
     while let Some(w) = words.get(i) {
         let v = w.value.as_str();
+        if v == "-" && spec.assignments {
+            // `env -` is `env -i`.
+            options = true;
+            i += 1;
+            continue;
+        }
         if !v.starts_with('-') || v == "-" {
             break;
         }
@@ -460,6 +466,7 @@ mod tests {
         assert_eq!(at("sudo", "sudo -u root -E rm"), Inner::At(4));
         assert_eq!(at("sudo", "sudo --weird rm"), Inner::Unrecognized);
         assert_eq!(at("env", "env A=1 B=2 rm"), Inner::At(3));
+        assert_eq!(at("env", "env - rm"), Inner::At(2));
         assert_eq!(at("xargs", "xargs -0 -n1 -I{} rm {}"), Inner::At(4));
         assert_eq!(at("xargs", "xargs"), Inner::None);
         assert_eq!(at("time", "time"), Inner::None);

@@ -88,6 +88,43 @@ fn a_wrapper_with_too_many_words_is_unknown() {
 }
 
 #[test]
+fn non_ascii_never_crashes_the_parser() {
+    // tree-sitter-bash's scanner calls C `isdigit` on the code point after `{`: U+70000 there
+    // segfaulted the process (found by the shellish-strings property test). Words are parsed
+    // from an ASCII stand-in and read from the original text.
+    let s = policy(&["bash"], &["bash(rm:*)"], &[], "allow");
+    for c in [
+        '\u{e9}',
+        '\u{ffff}',
+        '\u{10000}',
+        '\u{65e20}',
+        '\u{70000}',
+        '\u{10ffff}',
+    ] {
+        for command in [
+            format!("{{{c}"),
+            format!("echo {{1..{c}}}"),
+            format!(")\n; fi{{{c}"),
+        ] {
+            let _ = bash(&s, &command);
+        }
+        for command in [
+            format!("echo {c} && rm -rf /x"),
+            format!("{c}=1 rm -rf /x"),
+            format!("cat <<{c}\n{c}\nrm -rf /x"),
+            format!("echo {{{c} ; rm -rf /x"),
+        ] {
+            let v = bash(&s, &command);
+            assert_eq!(v.decision, Decision::Deny, "{command:?}: {}", v.reason);
+        }
+    }
+    let v = bash(&s, "echo 'é' \u{70000} && rm -rf /x");
+    assert_eq!(v.rule.as_deref(), Some("bash(rm:*)"), "{}", v.reason);
+    let subjects = warden_policy::shell::split_command("echo 'é' ü").unwrap_or_default();
+    assert_eq!(subjects[0].text(), "echo 'é' ü");
+}
+
+#[test]
 fn garbage_is_denied_quickly() {
     for command in [
         "\"'".repeat(50_000),

@@ -10,10 +10,13 @@ use warden_policy::shell::{SimpleCommand, Stdin, Word, normalize, split_command}
 use super::*;
 
 fn config() -> ProptestConfig {
-    let cases = if std::env::var_os("CI").is_some() {
-        48
-    } else {
-        256
+    let cases = match std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+    {
+        Some(n) => n,
+        None if std::env::var_os("CI").is_some() => 48,
+        None => 256,
     };
     ProptestConfig {
         cases,
