@@ -129,7 +129,7 @@ pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliE
         let bar = indicatif::ProgressBar::new(total);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{bar:40} {bytes}/{total_bytes} {per_sec} {msg}",
+                "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );

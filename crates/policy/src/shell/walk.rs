@@ -280,6 +280,13 @@ impl<'t> Walker<'t> {
 
     /// The stdin a redirect node gives, if it affects stdin.
     fn stdin_of(&self, r: Node<'_>) -> Option<Stdin> {
+        // A heredoc or here-string on another descriptor (`3<<EOF`) is not stdin.
+        if matches!(r.kind(), "herestring_redirect" | "heredoc_redirect")
+            && r.child_by_field_name("descriptor")
+                .is_some_and(|d| self.text(d) != "0")
+        {
+            return None;
+        }
         match r.kind() {
             "herestring_redirect" => {
                 let mut cursor = r.walk();
@@ -321,6 +328,10 @@ impl<'t> Walker<'t> {
                     .find(|c| c.kind() != "heredoc_content");
                 Some(match dynamic {
                     Some(d) => Stdin::Dynamic(format!("`{}`", shorten(&self.text(d)))),
+                    // tree-sitter leaves backticks in a body unparsed: still a substitution.
+                    None if backtick_segments(&text).is_none_or(|b| !b.is_empty()) => {
+                        Stdin::Dynamic("a backtick substitution".into())
+                    }
                     None => Stdin::Literal(unescape_heredoc(&text)),
                 })
             }

@@ -77,6 +77,8 @@ fn every_construct_runs_its_commands() {
         (NONE, RM, NONE, "allow", "cat script.sh | bash", D, None),
         (NONE, NONE, NONE, "allow", "cat script.sh | bash", Q, None),
         (NONE, RM, NONE, "allow", "bash < script.sh", D, None),
+        (NONE, RM, NONE, "allow", "sh <<EOF\n`echo rm` -rf /x\nEOF", D, None),
+        (NONE, NONE, NONE, "allow", "bash 3<<'EOF'\ntrue\nEOF", Q, None),
         // Payloads: -c alone or in a cluster, eval, builtin eval, su -c, nesting.
         (NONE, RM, NONE, "allow", "sh -ec 'rm -rf /x'", D, Some("bash(rm:*)")),
         (NONE, RM, NONE, "allow", "zsh -o pipefail -c 'rm -rf /x'", D, Some("bash(rm:*)")),
