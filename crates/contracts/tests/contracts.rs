@@ -749,7 +749,11 @@ fn process_spec() -> impl Strategy<Value = ProcessSpec> {
                 network,
                 timeout_ms,
                 max_output_bytes,
-                degradable: if network { vec![Capability::NetworkOff] } else { Vec::new() },
+                degradable: if network {
+                    vec![Capability::NetworkOff]
+                } else {
+                    Vec::new()
+                },
             },
         )
 }

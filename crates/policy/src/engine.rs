@@ -516,8 +516,7 @@ impl PolicySnapshot {
                 t.has_specifier_rules || !t.bare.is_empty()
             }
         });
-        direct
-            || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
+        direct || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
     }
 
     fn decide_subject(&self, p: &Prepared) -> SubjectVerdict {

@@ -230,7 +230,10 @@ impl SubprocessBackend {
             "filesystem write roots (landlock)",
         )?;
         let network = spec.network
-            || !usable(Capability::NetworkOff, "network off (user+network namespace)")?;
+            || !usable(
+                Capability::NetworkOff,
+                "network off (user+network namespace)",
+            )?;
         usable(Capability::EnvAllowlist, "the environment allowlist")?;
         let mut env = BTreeMap::new();
         for name in &spec.env_allowlist {

@@ -81,9 +81,9 @@ pub(super) fn split(text: &str) -> Option<Vec<SimpleCommand>> {
                   out: &mut Vec<SimpleCommand>|
      -> Option<()> {
         let s = start.take()?;
-        let words = std::mem::take(current);
-        let split = words.iter().take_while(|w| w.is_assignment()).count();
-        let (assignments, words) = (words[..split].to_vec(), words[split..].to_vec());
+        let mut assignments = std::mem::take(current);
+        let split = assignments.iter().take_while(|w| w.is_assignment()).count();
+        let words = assignments.split_off(split);
         if let Some(first) = words.first()
             && (RESERVED.contains(&first.written.as_str()) || !command_word_ok(&first.written))
         {
@@ -160,6 +160,7 @@ fn tokenize(b: &[u8]) -> Option<Vec<(Tok, usize, usize)>> {
             {
                 let start = i;
                 let mut w = Word::default();
+                w.value.reserve(16);
                 while i < b.len() {
                     match b[i] {
                         c if plain(c) => {

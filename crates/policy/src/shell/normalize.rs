@@ -105,12 +105,14 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         .iter()
         .map(|w| w.written.clone())
         .collect();
-    let literal: Vec<String> = command
-        .assignments
-        .iter()
-        .chain(words)
-        .map(|w| w.value.clone())
-        .collect();
+    let literal = || -> Vec<String> {
+        command
+            .assignments
+            .iter()
+            .chain(words)
+            .map(|w| w.value.clone())
+            .collect()
+    };
     let written_all: Vec<String> = command
         .assignments
         .iter()
@@ -121,7 +123,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
     let mut c = ShellCommand {
         text: command.text.clone(),
         written: written_all,
-        normalized: literal.clone(),
+        normalized: Vec::new(),
         also: Vec::new(),
         unknown: None,
         extends: false,
@@ -132,6 +134,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
     };
     if words.is_empty() {
         // Only assignments: they run nothing, but later commands see them.
+        c.normalized = literal();
         c.unknown = command
             .assignments
             .iter()
@@ -146,7 +149,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         return out;
     }
 
-    let mut readings: Vec<Vec<String>> = vec![literal];
+    let mut readings: Vec<Vec<String>> = Vec::new();
     let mut primary: Vec<String> = Vec::new();
     let mut context = false;
     let mut i = 0;
@@ -156,7 +159,9 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         let norm: Vec<String> = std::iter::once(name.clone())
             .chain(words[i + 1..].iter().map(|w| w.value.clone()))
             .collect();
-        readings.push(norm.clone());
+        if !primary.is_empty() {
+            readings.push(std::mem::take(&mut primary));
+        }
         primary = norm;
         if let Some(why) = program_unknown(program) {
             c.unknown = Some(why);
@@ -295,6 +300,13 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
     if c.unknown.is_none() && !c.constraint {
         c.read_only =
             i == 0 && command.assignments.is_empty() && readonly::is_read_only_argv(&command.words);
+    }
+    // The literal argv (quotes removed, nothing else), unless it is the normalized one.
+    let same = command.assignments.is_empty()
+        && primary.len() == words.len()
+        && primary.iter().zip(words).all(|(n, w)| *n == w.value);
+    if !same {
+        readings.push(literal());
     }
     c.normalized = primary;
     c.also = readings
