@@ -3,11 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use warden_contracts::{
     BackendError, BackendRef, Capability, CapabilityEntry, CapabilityReport, CapabilityStatus,
     Digest, EffectBackend, ProcessOutput, ProcessSpec,
@@ -289,85 +286,9 @@ async fn run_helper(
     json: &str,
     spec: &ProcessSpec,
 ) -> Result<ProcessOutput, BackendError> {
-    let spawn_err = |e: std::io::Error| BackendError::Spawn {
-        message: e.to_string(),
-    };
-    let mut child = tokio_command(helper)
-        .arg(EXEC_MODE)
-        .arg(json)
-        .env_clear()
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(spawn_err)?;
-    if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
-        tokio::spawn(async move {
-            let _ = stdin.write_all(input.as_bytes()).await;
-        });
-    }
-    let cap = spec.max_output_bytes.unwrap_or(16 << 20) as usize;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let collect = async {
-        let (out, err) = tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap));
-        (out, err)
-    };
-    let limit = spec.timeout_ms.map(Duration::from_millis);
-    let run = async {
-        let ((out, out_cut), (err, err_cut)) = collect.await;
-        (out, err, out_cut || err_cut)
-    };
-    let (stdout, stderr, truncated, timed_out) = match limit {
-        Some(d) => match tokio::time::timeout(d, run).await {
-            Ok((o, e, t)) => (o, e, t, false),
-            Err(_) => (Vec::new(), Vec::new(), false, true),
-        },
-        None => {
-            let (o, e, t) = run.await;
-            (o, e, t, false)
-        }
-    };
-    if timed_out || truncated {
-        let _ = child.start_kill();
-    }
-    let status = child.wait().await.map_err(spawn_err)?;
-    use std::os::unix::process::ExitStatusExt as _;
-    Ok(ProcessOutput {
-        exit_code: status.code(),
-        signal: status.signal(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        truncated,
-        timed_out,
-    })
-}
-
-/// Reads a pipe to its end or until `cap` bytes; returns what was read and whether it was cut.
-async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, cap: usize) -> (Vec<u8>, bool) {
-    let Some(mut pipe) = pipe else {
-        return (Vec::new(), false);
-    };
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (buf, false),
-            Ok(n) => {
-                let room = cap.saturating_sub(buf.len());
-                if n > room {
-                    buf.extend_from_slice(&chunk[..room]);
-                    return (buf, true);
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-        }
-    }
+    let mut command = tokio_command(helper);
+    command.arg(EXEC_MODE).arg(json).env_clear();
+    crate::capture::run(command, spec).await
 }
 
 fn run_probe(helper: &Path, args: &[&str], env: &[(&str, &str)]) -> ProbeResult {

@@ -6,11 +6,7 @@
 //! environment allowlist); it only honours the working directory, extra variables, standard
 //! input, the wall-time limit and the output cap.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use async_trait::async_trait;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use warden_contracts::{
     BackendError, BackendRef, Capability, CapabilityEntry, CapabilityReport, CapabilityStatus,
     EffectBackend, ProcessOutput, ProcessSpec,
@@ -18,9 +14,6 @@ use warden_contracts::{
 
 /// The name this backend reports.
 pub const IN_PROCESS: &str = "in_process";
-
-/// The default output cap per stream when a spec gives none (16 MiB).
-const DEFAULT_OUTPUT_CAP: usize = 16 << 20;
 
 /// Runs processes with no containment at all, and says so.
 ///
@@ -90,83 +83,10 @@ impl EffectBackend for InProcessBackend {
     }
 
     async fn run(&self, spec: ProcessSpec) -> Result<ProcessOutput, BackendError> {
-        let spawn_err = |e: std::io::Error| BackendError::Spawn {
-            message: format!("{}: {e}", spec.program),
-        };
-        let mut child = command(&spec.program)
-            .args(&spec.args)
+        let mut cmd = command(&spec.program);
+        cmd.args(&spec.args)
             .current_dir(&spec.cwd)
-            .envs(&spec.env_set)
-            .stdin(if spec.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(spawn_err)?;
-        if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
-            tokio::spawn(async move {
-                let _ = stdin.write_all(input.as_bytes()).await;
-            });
-        }
-        let cap = spec
-            .max_output_bytes
-            .and_then(|b| usize::try_from(b).ok())
-            .unwrap_or(DEFAULT_OUTPUT_CAP);
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let run = async {
-            let ((out, out_cut), (err, err_cut)) =
-                tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap));
-            (out, err, out_cut || err_cut)
-        };
-        let (stdout, stderr, truncated, timed_out) = match spec.timeout_ms {
-            Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), run).await {
-                Ok((o, e, t)) => (o, e, t, false),
-                Err(_) => (Vec::new(), Vec::new(), false, true),
-            },
-            None => {
-                let (o, e, t) = run.await;
-                (o, e, t, false)
-            }
-        };
-        if timed_out || truncated {
-            let _ = child.start_kill();
-        }
-        let status = child.wait().await.map_err(spawn_err)?;
-        use std::os::unix::process::ExitStatusExt as _;
-        Ok(ProcessOutput {
-            exit_code: status.code(),
-            signal: status.signal(),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-            truncated,
-            timed_out,
-        })
-    }
-}
-
-/// Reads a pipe to its end or until `cap` bytes; returns what was read and whether it was cut.
-async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, cap: usize) -> (Vec<u8>, bool) {
-    let Some(mut pipe) = pipe else {
-        return (Vec::new(), false);
-    };
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (buf, false),
-            Ok(n) => {
-                let room = cap.saturating_sub(buf.len());
-                if n > room {
-                    buf.extend_from_slice(&chunk[..room]);
-                    return (buf, true);
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-        }
+            .envs(&spec.env_set);
+        crate::capture::run(cmd, &spec).await
     }
 }

@@ -18,6 +18,7 @@
 #![deny(unsafe_code)]
 
 mod backend;
+mod capture;
 mod confine;
 mod error;
 pub mod helper;
