@@ -113,14 +113,20 @@ impl GlobPattern {
 /// Splits a shell spec at whitespace outside `'…'`, `"…"` and backslash escapes; the words keep
 /// their quotes.
 fn shell_words(spec: &str) -> Vec<&str> {
+    split_quoted(spec, is_shell_space)
+}
+
+/// Splits `text` at characters `is_space` accepts, outside `'…'`, `"…"` and backslash escapes;
+/// the words keep their quotes. Shared by shell specs and the splitter's written words.
+pub(crate) fn split_quoted(text: &str, is_space: impl Fn(char) -> bool) -> Vec<&str> {
     let mut words = Vec::new();
     let mut start = None;
     let (mut single, mut double, mut escaped) = (false, false, false);
-    for (i, c) in spec.char_indices() {
+    for (i, c) in text.char_indices() {
         let quoted = single || double || escaped;
-        if !quoted && is_shell_space(c) {
+        if !quoted && is_space(c) {
             if let Some(s) = start.take() {
-                words.push(&spec[s..i]);
+                words.push(&text[s..i]);
             }
             continue;
         }
@@ -140,7 +146,7 @@ fn shell_words(spec: &str) -> Vec<&str> {
         }
     }
     if let Some(s) = start {
-        words.push(&spec[s..]);
+        words.push(&text[s..]);
     }
     words
 }

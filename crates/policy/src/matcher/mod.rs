@@ -18,7 +18,7 @@
 //! - `shell`: the glob matcher over a simple command's words joined by single spaces.
 
 mod domain;
-mod glob;
+pub(crate) mod glob;
 mod path;
 #[cfg(test)]
 mod tests;

@@ -703,36 +703,7 @@ fn unescape_heredoc(text: &str) -> String {
 
 /// Splits text at whitespace outside quotes, keeping the quotes.
 fn split_written(text: &str) -> Vec<&str> {
-    let mut words = Vec::new();
-    let mut start = None;
-    let (mut single, mut double, mut escaped) = (false, false, false);
-    for (i, c) in text.char_indices() {
-        let quoted = single || double || escaped;
-        if !quoted && c.is_whitespace() {
-            if let Some(s) = start.take() {
-                words.push(&text[s..i]);
-            }
-            continue;
-        }
-        start.get_or_insert(i);
-        if escaped {
-            escaped = false;
-        } else if single {
-            single = c != '\'';
-        } else if c == '\\' {
-            escaped = true;
-        } else if double {
-            double = c != '"';
-        } else if c == '\'' {
-            single = true;
-        } else if c == '"' {
-            double = true;
-        }
-    }
-    if let Some(s) = start {
-        words.push(&text[s..]);
-    }
-    words
+    crate::matcher::glob::split_quoted(text, char::is_whitespace)
 }
 
 #[cfg(test)]
