@@ -4,7 +4,7 @@
 //! ```text
 //! warden exec --policy FILE --tool NAME --args JSON [--workspace DIR]
 //!             [--backend subprocess|in-process] [--simulate-unavailable MECHANISM]...
-//!             [--receipt FILE] [--evidence PATH] [--format json]
+//!             [--receipt FILE] [--evidence PATH] [--idempotency-key KEY] [--format json]
 //! ```
 //!
 //! The built-in tools (`bash`, `edit`, `list`, `read`, `write`) work in the workspace (default:
@@ -23,6 +23,18 @@
 //! `result` when it did, `degradations` when containment was degraded. Exit 0 when it
 //! succeeded, 1 for every other outcome, 2 for a usage or input error (unknown tool, invalid
 //! JSON, a bad policy or receipt, a helper that cannot be probed), with nothing run.
+//!
+//! `--evidence PATH` runs the call governed (profile `certifiable`) against the SQLite evidence
+//! store at `PATH` (created if missing): each invocation opens its own task boundary (chain
+//! `exec-…`), runs the call through the governed executor and closes the boundary, so
+//! `warden evidence verify` and `warden evidence certify --chain ID --expected-head HEAD` work
+//! on it at once. Before that, when no other `warden exec` is using the store (an exclusive
+//! lock on `PATH.exec-lock`; running ones hold it shared), boundaries a crashed `warden exec`
+//! left open are resumed, their open operations closed by recovery (never re-invoked) and the
+//! boundaries closed as abandoned. The output adds `call_executed` and `evidence` (store,
+//! chain, operation, every receipt, the closing head, what was recovered).
+//! `--idempotency-key` names the request: governed, a repeat answers the recorded outcome
+//! (also from another process) and never runs the call again.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,11 +44,17 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 use warden_contracts::{
-    ActionRef, ApprovalReceipt, ContextId, EffectBackend, ExecutionContext, ExecutionOutcome,
-    ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind, PrincipalRef, RequestId,
-    ScopeId,
+    ActionRef, AppendReceipt, ApprovalReceipt, ChainId, ContextId, EffectBackend, ExecutionContext,
+    ExecutionOutcome, ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind,
+    PrincipalRef, RecordType, RequestId, RuntimeProfile, ScopeId,
 };
-use warden_executor::{ActionExecutor, ExecuteOptions, Registry, SnapshotPolicy};
+use warden_evidence::payload::CloseDisposition;
+use warden_evidence::{GovernedStore, SqliteStore, SystemClock, record_type_str};
+use warden_executor::{
+    ActionExecutor, ExecuteOptions, ExecutionReport, Governance, GovernanceBinding,
+    PolicySnapshotBytes, Registry, SnapshotPolicy, TaskBoundary,
+};
+use warden_policy::PolicySnapshot;
 use warden_sandbox::{InProcessBackend, Mechanism, ProbeOptions, SubprocessBackend};
 
 use crate::error::CliError;
@@ -100,9 +118,14 @@ pub(crate) struct ExecArgs {
     /// An approval receipt (JSON) for a call the policy escalates.
     #[arg(long, value_name = "FILE")]
     receipt: Option<PathBuf>,
-    /// Where to append governed evidence (not available yet: issue 8).
+    /// Run governed: append hash-chained evidence to the SQLite store at PATH (created if
+    /// missing), one task boundary per invocation, closed after the call.
     #[arg(long, value_name = "PATH")]
     evidence: Option<PathBuf>,
+    /// The request's idempotency key: a repeat answers the recorded outcome and never runs
+    /// the call again (durably, across processes, with --evidence).
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     format: OutputFormat,
@@ -166,11 +189,6 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             "--simulate-unavailable applies to --backend subprocess (the in-process backend proves nothing to begin with)".into(),
         ));
     }
-    if a.evidence.is_some() {
-        return Err(CliError::Input(
-            "--evidence is not available yet (governed evidence lands with issue 8)".into(),
-        ));
-    }
     let workspace = workspace(a.workspace.as_ref())?;
     let action =
         ActionRef::new(a.tool.as_str()).map_err(|e| CliError::Input(format!("--tool: {e}")))?;
@@ -201,6 +219,15 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     };
     let report = backend.capabilities().clone();
     let backend_ref = backend.backend_ref();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Io)?;
+    // Governed: recover what crashed runs left open, then open this run's task boundary.
+    let evidence = match &a.evidence {
+        Some(path) => Some(runtime.block_on(open_evidence(path, &snapshot))?),
+        None => None,
+    };
     let mut registry = Registry::new();
     warden_tools::register_builtins_with(&mut registry, &workspace, backend, &containment)
         .map_err(|e| CliError::Input(e.to_string()))?;
@@ -213,16 +240,18 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         )));
     }
     // The policy's `[containment]` applies to the tools that run processes.
-    let executor = warden_tools::PROCESS_TOOLS
-        .iter()
-        .fold(
-            ActionExecutor::builder(registry)
-                .policy(Arc::new(
-                    SnapshotPolicy::new(snapshot).with_cwd(workspace.clone()),
-                ))
-                .backend(report.clone()),
-            |b, name| b.policy_containment_for(*name, &containment),
-        )
+    let mut builder = warden_tools::PROCESS_TOOLS.iter().fold(
+        ActionExecutor::builder(registry)
+            .policy(Arc::new(
+                SnapshotPolicy::new(snapshot).with_cwd(workspace.clone()),
+            ))
+            .backend(report.clone()),
+        |b, name| b.policy_containment_for(*name, &containment),
+    );
+    if let Some(ev) = &evidence {
+        builder = builder.governance(ev.governance.clone());
+    }
+    let executor = builder
         .build()
         .map_err(|e| CliError::Input(e.to_string()))?;
 
@@ -236,39 +265,304 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         local_principal()?,
         backend_ref,
     );
-    let request = ExecutionRequest::new(
+    let mut request = ExecutionRequest::new(
         RequestId::new(fresh_id("req")).map_err(invalid)?,
         action,
         Value::Object(arguments),
         scope,
     )
     .map_err(invalid)?;
+    if let Some(key) = &a.idempotency_key {
+        request = request
+            .with_idempotency_key(key.as_str())
+            .map_err(|e| CliError::Input(format!("--idempotency-key: {e}")))?;
+    }
     let mut options = ExecuteOptions::new();
     if let Some(r) = receipt {
         options = options.approval(r);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Io)?;
-    let outcome = runtime.block_on(executor.execute_with(request, &context, options));
+    let executed = runtime.block_on(executor.execute_reported(request, &context, options));
+    // Governed: close this run's task boundary (refused while its operation is open, after
+    // a terminal append failed: the next run recovers it).
+    let closed = evidence
+        .as_ref()
+        .map(|ev| runtime.block_on(ev.governance.recorder().close(CloseDisposition::Completed)));
+    let outcome = &executed.outcome;
 
     match a.format {
         OutputFormat::Json => {
-            let mut object = render(&outcome);
+            let mut object = render(outcome);
             object.insert("policy_digest".into(), json!(policy_digest));
             object.insert("backend".into(), json!(report.backend.name()));
+            if let (Some(ev), Some(closed)) = (&evidence, &closed) {
+                object.insert("call_executed".into(), json!(outcome.call_executed()));
+                object.insert("evidence".into(), evidence_json(ev, &executed, closed));
+            }
             serde_json::to_writer(&mut *out, &Value::Object(object))
                 .map_err(|e| CliError::Io(e.into()))?;
             out.write_all(b"\n")?;
         }
-        OutputFormat::Text => write_text(out, &outcome)?,
+        OutputFormat::Text => {
+            write_text(out, outcome)?;
+            if let (Some(ev), Some(closed)) = (&evidence, &closed) {
+                write_evidence_text(out, ev, &executed, closed)?;
+            }
+        }
     }
-    Ok(if outcome.is_success() {
+    let boundary_closed = closed.as_ref().is_none_or(Result::is_ok);
+    Ok(if outcome.is_success() && boundary_closed {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A governed run's store, task boundary and what start-up recovered.
+struct EvidenceRun {
+    path: PathBuf,
+    chain: ChainId,
+    governance: Governance,
+    recovered: Vec<Value>,
+    /// Held shared for the whole run: another run recovers open boundaries only when it can
+    /// take it exclusively, i.e. when no run is in progress.
+    _lock: std::fs::File,
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".exec-lock");
+    PathBuf::from(name)
+}
+
+fn evidence_input(path: &Path, e: impl std::fmt::Display) -> CliError {
+    CliError::Input(format!("--evidence {}: {e}", path.display()))
+}
+
+/// Opens the store, recovers crashed runs when no run is in progress, and opens this run's
+/// task boundary (profile `certifiable`: it is closed after the call).
+async fn open_evidence(path: &Path, snapshot: &PolicySnapshot) -> Result<EvidenceRun, CliError> {
+    let sqlite = Arc::new(SqliteStore::open(path).map_err(|e| evidence_input(path, e))?);
+    let store: Arc<dyn GovernedStore> = sqlite.clone();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(lock_path(path))
+        .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
+    let recovered = match lock.try_lock() {
+        Ok(()) => {
+            let recovered = recover_stale(path, &sqlite, &store).await;
+            lock.unlock()
+                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
+            lock.lock_shared()
+                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
+            recovered?
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            lock.lock_shared()
+                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
+            Vec::new()
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(evidence_input(path, format!("lock file: {e}")));
+        }
+    };
+    let name = fresh_id("exec");
+    let chain = ChainId::new(name.as_str()).map_err(|e| evidence_input(path, e))?;
+    let binding = GovernanceBinding {
+        task_boundary: TaskBoundary::new(&name).map_err(|e| evidence_input(path, e))?,
+        chain_id: chain.clone(),
+        policy: snapshot.reference(),
+        profile: RuntimeProfile::Certifiable,
+    };
+    let bytes = PolicySnapshotBytes::new(snapshot.reference(), snapshot.canonical_json())
+        .map_err(|e| evidence_input(path, e))?;
+    let governance = Governance::open(store, binding, &bytes, Arc::new(SystemClock))
+        .await
+        .map_err(|e| evidence_input(path, e))?;
+    Ok(EvidenceRun {
+        path: path.to_owned(),
+        chain,
+        governance,
+        recovered,
+        _lock: lock,
+    })
+}
+
+/// Closes the boundaries crashed `warden exec` runs left open: resume (the chain must
+/// verify), recover every open operation (never re-invoked), close as abandoned. Fails closed
+/// on a chain that does not verify.
+async fn recover_stale(
+    path: &Path,
+    sqlite: &SqliteStore,
+    store: &Arc<dyn GovernedStore>,
+) -> Result<Vec<Value>, CliError> {
+    let mut out = Vec::new();
+    for chain in sqlite.chain_ids().map_err(|e| evidence_input(path, e))? {
+        if !chain.as_str().starts_with("exec-") {
+            continue;
+        }
+        let Some(head) = sqlite
+            .head_sync(&chain)
+            .map_err(|e| evidence_input(path, e))?
+        else {
+            continue;
+        };
+        let last = sqlite
+            .read_sync(&chain, head.sequence.checked_sub(1), 1)
+            .map_err(|e| evidence_input(path, e))?;
+        if last
+            .first()
+            .is_some_and(|r| r.record_type == RecordType::TaskClosed)
+        {
+            continue;
+        }
+        let (governance, recovered) = Governance::resume(
+            store.clone(),
+            chain.clone(),
+            RuntimeProfile::Certifiable,
+            Arc::new(SystemClock),
+        )
+        .await
+        .map_err(|e| evidence_input(path, format!("cannot recover chain {chain}: {e}")))?;
+        governance
+            .recorder()
+            .close(CloseDisposition::Abandoned)
+            .await
+            .map_err(|e| evidence_input(path, format!("cannot close chain {chain}: {e}")))?;
+        eprintln!(
+            "warden: recovered chain {chain} left open by an interrupted run: {} operation(s) closed, boundary abandoned",
+            recovered.len()
+        );
+        if recovered.is_empty() {
+            out.push(json!({"chain_id": chain, "operation_id": null, "terminal": null}));
+        }
+        for r in recovered {
+            out.push(json!({
+                "chain_id": chain,
+                "operation_id": r.operation_id,
+                "terminal": record_type_str(r.terminal),
+            }));
+        }
+    }
+    Ok(out)
+}
+
+fn receipt_json(record_type: Option<RecordType>, r: &AppendReceipt) -> Value {
+    json!({
+        "record_type": record_type.map(record_type_str),
+        "sequence": r.sequence,
+        "record_id": r.record_id,
+        "chain_hash": r.chain_hash,
+    })
+}
+
+fn evidence_json(
+    ev: &EvidenceRun,
+    executed: &ExecutionReport,
+    closed: &Result<AppendReceipt, warden_executor::GovernanceError>,
+) -> Value {
+    let receipts: Vec<Value> = executed
+        .receipts
+        .iter()
+        .map(|r| receipt_json(Some(r.record_type), &r.receipt))
+        .collect();
+    let (task_closed, close_error) = match closed {
+        Ok(r) => (receipt_json(Some(RecordType::TaskClosed), r), None),
+        Err(e) => (Value::Null, Some(e.to_string())),
+    };
+    json!({
+        "store": ev.path.display().to_string(),
+        "chain_id": ev.chain,
+        "task_boundary_id": ev.chain,
+        "profile": ev.governance.profile(),
+        "operation_id": executed.operation_id,
+        "receipts": receipts,
+        "replay_of": executed.replay_of,
+        "error": executed.evidence_error.as_ref().map(ToString::to_string),
+        "error_call_executed": executed.evidence_error.as_ref().map(warden_executor::GovernanceError::call_executed),
+        "task_closed": task_closed,
+        "close_error": close_error,
+        "recovered": ev.recovered,
+    })
+}
+
+fn write_evidence_text(
+    out: &mut impl Write,
+    ev: &EvidenceRun,
+    executed: &ExecutionReport,
+    closed: &Result<AppendReceipt, warden_executor::GovernanceError>,
+) -> Result<(), CliError> {
+    let call = match executed.outcome.call_executed() {
+        Some(true) => "true",
+        Some(false) => "false",
+        None => "unknown",
+    };
+    writeln!(out, "call_executed: {call}")?;
+    for r in &ev.recovered {
+        writeln!(
+            out,
+            "recovered: chain {} operation {} closed as {}",
+            r["chain_id"].as_str().unwrap_or_default(),
+            r["operation_id"].as_str().unwrap_or("(none)"),
+            r["terminal"].as_str().unwrap_or("(nothing open)")
+        )?;
+    }
+    match &executed.operation_id {
+        Some(op) => writeln!(
+            out,
+            "evidence: chain {} in {} (operation {op})",
+            ev.chain,
+            ev.path.display()
+        )?,
+        None => writeln!(
+            out,
+            "evidence: chain {} in {} (no operation opened)",
+            ev.chain,
+            ev.path.display()
+        )?,
+    }
+    if let Some(replayed) = &executed.replay_of {
+        writeln!(
+            out,
+            "replay of operation {} (chain {}): nothing ran",
+            replayed.operation_id, replayed.chain_id
+        )?;
+    }
+    for r in &executed.receipts {
+        writeln!(
+            out,
+            "  {:>4}  {:<26} {}  {}",
+            r.receipt.sequence,
+            record_type_str(r.record_type),
+            r.receipt.record_id,
+            r.receipt.chain_hash
+        )?;
+    }
+    if let Some(e) = &executed.evidence_error {
+        writeln!(
+            out,
+            "evidence error (call_executed = {}): {e}",
+            e.call_executed()
+        )?;
+    }
+    match closed {
+        Ok(r) => writeln!(
+            out,
+            "task closed at sequence {} head {}\n  certify: warden evidence certify --store {} --chain {} --expected-head {}",
+            r.sequence,
+            r.chain_hash,
+            ev.path.display(),
+            ev.chain,
+            r.chain_hash
+        )?,
+        Err(e) => writeln!(
+            out,
+            "task boundary not closed: {e} (the next run recovers it)"
+        )?,
+    }
+    Ok(())
 }
 
 /// The JSON object of the contract: `outcome`, `profile`, `reason` (unless succeeded),

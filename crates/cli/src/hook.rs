@@ -7,14 +7,19 @@
 //! (This relies on unwinding: the release profile must not set `panic = "abort"`.)
 //! Policies are compiled on every call (no cache the agent could write to) and nothing here
 //! starts an async runtime.
+//!
+//! The policy's `[guards]` (docs/guards.md) run before the decision on `PreToolUse` (a blocking
+//! guard denies; a redaction is decided and handed back as `updatedInput`) and over the tool's
+//! result on `PostToolUse` (a redaction or a withheld result as `updatedToolOutput`).
 
+use std::borrow::Cow;
 use std::io::{Read as _, Write};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::Value;
+use serde_json::{Value, json};
 use warden_contracts::{
     ChainId, Digest, EvidenceError, OperationId, ReasonCode, SessionId, Timestamp,
 };
@@ -24,7 +29,7 @@ use warden_evidence::{
     ProviderObservation, Reporter, SqliteStore,
 };
 use warden_harness::claude_code::{self, HookEvent, ToolEvent};
-use warden_policy::{Decision, PolicySnapshot, Verdict, edge};
+use warden_policy::{Decision, Finding, GuardOutcome, PolicySnapshot, Verdict, edge};
 
 use crate::error::CliError;
 use crate::load;
@@ -148,15 +153,42 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
     };
     let snapshot = load::snapshot(&a.policies)?;
     let cwd = event_cwd(e)?;
-    let mut call = claude_code::to_call(tool_name, tool_input, Some(&cwd));
+    // Guards first: a blocking guard denies; a redacted input is what gets decided and run.
+    let (input, redacted): (Cow<'_, Value>, Option<Vec<Finding>>) =
+        match snapshot.guards().check_json(tool_input) {
+            GuardOutcome::Pass => (Cow::Borrowed(tool_input), None),
+            GuardOutcome::Redacted { text, findings } => (Cow::Owned(text), Some(findings)),
+            GuardOutcome::Blocked { reason, .. } => {
+                return guard_denied(a, e, tool_name, tool_input, &snapshot, &reason);
+            }
+        };
+    let mut call = claude_code::to_call(tool_name, &input, Some(&cwd));
     edge::resolve_call_paths(&snapshot, &mut call);
     inject_test_panic();
     let verdict = snapshot.decide(&call);
-    let reason = claude_code::hook_reason(&verdict);
-    if let Some(path) = &a.journal {
-        journal_verdict(path, e, tool_name, tool_input, &snapshot, &verdict)?;
+    let mut reason = claude_code::hook_reason(&verdict);
+    if let Some(findings) = &redacted {
+        reason = claude_code::truncate(
+            &format!("{reason} [secrets redacted from the input: {}]", listed(findings)),
+            claude_code::MAX_REASON_CHARS,
+        );
     }
-    let stdout = claude_code::pre_tool_use_output(verdict.decision, &reason);
+    if let Some(path) = &a.journal {
+        journal_verdict(path, e, tool_name, &input, &snapshot, &verdict)?;
+    }
+    let stdout = match (&redacted, verdict.decision) {
+        // Claude Code runs the input a hook hands back; a denied call needs none.
+        (Some(_), Decision::Allow | Decision::Ask) => json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": verdict.decision.as_str(),
+                "permissionDecisionReason": reason,
+                "updatedInput": input,
+            }
+        })
+        .to_string(),
+        _ => claude_code::pre_tool_use_output(verdict.decision, &reason),
+    };
     Ok(match verdict.decision {
         Decision::Deny => Answer {
             stdout: Some(stdout),
@@ -172,19 +204,109 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
 }
 
 fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
+    let snapshot = load::snapshot(&a.policies)?;
     if let Some(path) = &a.journal {
         let tool_name = e
             .tool_name
             .as_deref()
             .ok_or_else(|| CliError::Input("PostToolUse without tool_name".into()))?;
-        let snapshot = load::snapshot(&a.policies)?;
         journal_observation(path, e, tool_name, &snapshot)?;
     }
     Ok(Answer {
-        stdout: None,
+        stdout: e
+            .tool_response
+            .as_ref()
+            .and_then(|r| guard_result(&snapshot, r)),
         stderr: None,
         code: 0,
     })
+}
+
+/// A `PreToolUse` whose input a guard blocks: denied (exit 2) with the guard's reason.
+fn guard_denied(
+    a: &ClaudeCodeArgs,
+    e: &ToolEvent,
+    tool_name: &str,
+    tool_input: &Value,
+    snapshot: &PolicySnapshot,
+    why: &str,
+) -> Result<Answer, CliError> {
+    let reason = claude_code::truncate(
+        &format!("Warden: a guard blocked this call: {why}"),
+        claude_code::MAX_REASON_CHARS,
+    );
+    if let Some(path) = &a.journal {
+        journal_guard(path, e, tool_name, tool_input, snapshot)?;
+    }
+    Ok(Answer {
+        stdout: Some(claude_code::pre_tool_use_output(Decision::Deny, &reason)),
+        stderr: Some(reason),
+        code: 2,
+    })
+}
+
+/// The `PostToolUse` answer when the guards act on a tool's result: the tool already ran, so
+/// the result the model reads is replaced (`updatedToolOutput`): redacted, or, when a guard
+/// blocks, every string withheld and the reason given (`decision: block`). `None` when the
+/// result passes.
+fn guard_result(snapshot: &PolicySnapshot, response: &Value) -> Option<String> {
+    match snapshot.guards().check_json(response) {
+        GuardOutcome::Pass => None,
+        GuardOutcome::Redacted { text, findings } => Some(
+            json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PostToolUse",
+                    "updatedToolOutput": text,
+                    "additionalContext": claude_code::truncate(
+                        &format!("Warden redacted secrets from this tool's output: {}", listed(&findings)),
+                        claude_code::MAX_REASON_CHARS,
+                    ),
+                }
+            })
+            .to_string(),
+        ),
+        GuardOutcome::Blocked { reason, .. } => Some(
+            json!({
+                "decision": "block",
+                "reason": claude_code::truncate(
+                    &format!("Warden: a guard withheld this tool's output: {reason}"),
+                    claude_code::MAX_REASON_CHARS,
+                ),
+                "hookSpecificOutput": {
+                    "hookEventName": "PostToolUse",
+                    "updatedToolOutput": withheld(response),
+                }
+            })
+            .to_string(),
+        ),
+    }
+}
+
+/// The same shape with every string replaced, so nothing the guard blocked reaches the model.
+fn withheld(v: &Value) -> Value {
+    match v {
+        Value::String(_) => Value::String(WITHHELD.into()),
+        Value::Array(items) => Value::Array(items.iter().map(withheld).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), withheld(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// What a withheld string reads.
+const WITHHELD: &str = "[withheld by a Warden guard]";
+
+/// Findings for a reason: kind and place, at most five.
+fn listed(findings: &[Finding]) -> String {
+    let mut parts: Vec<String> = findings.iter().take(5).map(ToString::to_string).collect();
+    if findings.len() > 5 {
+        parts.push(format!("and {} more", findings.len() - 5));
+    }
+    parts.join("; ")
 }
 
 /// A panic on demand, so tests can prove a panic inside the hook blocks the call. Compiled
@@ -306,6 +428,30 @@ fn journal_verdict(
             .map_err(|err| input_err("rule", err))?,
         source: verdict.source.as_deref().map(label).transpose()?,
         policy_digest: verdict.policy_digest.clone(),
+    };
+    let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
+    append(path, JournalRecordType::HookVerdict, e, snapshot, payload)
+}
+
+/// Journals a guard's denial: no rule decided, the reason code says a guard did.
+fn journal_guard(
+    path: &Path,
+    e: &ToolEvent,
+    tool_name: &str,
+    tool_input: &Value,
+    snapshot: &PolicySnapshot,
+) -> Result<(), CliError> {
+    let payload = HookVerdict {
+        provider: label(claude_code::PROVIDER)?,
+        event: label("PreToolUse")?,
+        session_id: e.session_id.as_deref().and_then(|s| SessionId::new(s).ok()),
+        tool: label(tool_name)?,
+        arguments_digest: digest_of(tool_input)?,
+        decision: HookDecision::Deny,
+        reason_code: Some(ReasonCode::Guard),
+        rule: None,
+        source: None,
+        policy_digest: snapshot.digest().clone(),
     };
     let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
     append(path, JournalRecordType::HookVerdict, e, snapshot, payload)

@@ -7,6 +7,7 @@
 //! **Must never:** hold logic a library user would need; that lives in the library crates.
 #![forbid(unsafe_code)]
 
+mod approve;
 mod check;
 mod error;
 mod evidence;
@@ -56,6 +57,8 @@ enum Command {
     Hook(hook::HookCommand),
     /// Decide every tool call in agent transcripts against a policy, without running anything.
     Replay(replay::ReplayArgs),
+    /// Sign an approval receipt bound to one exact call, or make an approver key pair.
+    Approve(approve::ApproveArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -160,6 +163,7 @@ fn main() -> ExitCode {
         Command::Sandbox(SandboxCommand::Probe { format }) => sandbox_cmd::probe(format, &mut out),
         Command::Hook(c) => hook::run(&c, &mut out),
         Command::Replay(a) => replay::run(&a, &mut out),
+        Command::Approve(a) => approve::run(&a, &mut out),
         Command::Policy(PolicyCommand::Export(a)) => export::run_export(&a, &mut out),
         Command::Policy(PolicyCommand::Import(a)) => export::run_import(&a, &mut out),
     };

@@ -252,7 +252,7 @@ impl Row {
     ) -> Self {
         let cited = match (&v.rule, &v.source) {
             (Some(r), Some(s)) => format!("{r} [{s}]"),
-            (Some(r), None) => r.clone(),
+            (Some(r), None) => r.to_string(),
             _ => "(default)".into(),
         };
         let decision = match other {

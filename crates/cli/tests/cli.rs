@@ -7,12 +7,18 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+#[path = "support/approve.rs"]
+mod approve;
 #[path = "support/evidence.rs"]
 mod evidence;
 #[path = "support/exec.rs"]
 mod exec;
+#[path = "support/exec_evidence.rs"]
+mod exec_evidence;
 #[path = "support/export.rs"]
 mod export;
+#[path = "support/guard.rs"]
+mod guard;
 #[path = "support/hook.rs"]
 mod hook;
 #[path = "support/replay.rs"]

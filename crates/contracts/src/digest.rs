@@ -28,7 +28,7 @@ pub const DIGEST_PREFIX: &str = "blake3:";
 /// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct Digest(String);
+pub struct Digest(std::sync::Arc<str>);
 
 impl JsonSchema for Digest {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -46,7 +46,7 @@ impl JsonSchema for Digest {
 impl Digest {
     /// The digest of raw bytes.
     pub fn of_bytes(bytes: &[u8]) -> Self {
-        Self(format!("{DIGEST_PREFIX}{}", blake3::hash(bytes).to_hex()))
+        Self(format!("{DIGEST_PREFIX}{}", blake3::hash(bytes).to_hex()).into())
     }
 
     /// The digest of a JSON value's canonical form.
@@ -99,7 +99,7 @@ impl FromStr for Digest {
                 "must be `blake3:` followed by 64 lower-case hex digits",
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 }
 
@@ -113,6 +113,6 @@ impl TryFrom<String> for Digest {
 
 impl From<Digest> for String {
     fn from(d: Digest) -> Self {
-        d.0
+        d.0.as_ref().to_owned()
     }
 }

@@ -501,6 +501,16 @@ pub struct Replay {
     pub terminal_record: Option<EvidenceRef>,
     /// The recorded result's digest, for a completed call.
     pub result_digest: Option<Digest>,
+    /// Whether the recorded call reached the callable: `Some(true)` for a completed call,
+    /// the recorded flag for a failed, cancelled or timed-out one, `Some(false)` for a denial,
+    /// `None` while open or when ambiguous.
+    pub call_executed: Option<bool>,
+    /// The recorded failure kind, for `callable_failed`.
+    pub failure_kind: Option<String>,
+    /// The recorded reason code, for `operation_denied`.
+    pub reason_code: Option<ReasonCode>,
+    /// Whether the recorded denial was an escalation (its approval is a new operation).
+    pub escalated: bool,
 }
 
 /// What [`GovernedRecorder::start_operation`] answered.
@@ -517,8 +527,9 @@ pub enum Started {
 pub struct Recovered {
     /// The operation.
     pub operation_id: OperationId,
-    /// The terminal type recovery chose (`operation_denied` when the recorded gates deny,
-    /// otherwise `external_result_ambiguous`).
+    /// The terminal type recovery chose (`operation_cancelled` when no gate was recorded,
+    /// `operation_denied` when the recorded gates deny, otherwise
+    /// `external_result_ambiguous`).
     pub terminal: RecordType,
     /// Its receipt.
     pub receipt: AppendReceipt,
@@ -954,6 +965,10 @@ impl GovernedRecorder {
             terminal: None,
             terminal_record: None,
             result_digest: None,
+            call_executed: None,
+            failure_kind: None,
+            reason_code: None,
+            escalated: false,
         };
         for r in &records {
             if r.operation_id.as_ref() != Some(&existing.operation_id) {
@@ -983,11 +998,30 @@ impl GovernedRecorder {
                     record_id: r.record_id.clone(),
                     chain_hash: r.chain_hash.clone(),
                 });
-                if r.record_type == RecordType::CallableCompleted {
-                    replay.result_digest =
-                        serde_json::from_str::<payload::CallableCompleted>(&r.payload_json)
-                            .ok()
-                            .map(|c| c.result_digest);
+                let parsed = serde_json::from_str::<Value>(&r.payload_json)
+                    .ok()
+                    .and_then(|v| payload::parse(r.record_type, &v).ok());
+                match parsed {
+                    Some(Payload::CallableCompleted(c)) => {
+                        replay.result_digest = Some(c.result_digest);
+                        replay.call_executed = Some(true);
+                    }
+                    Some(Payload::CallableFailed(f)) => {
+                        replay.call_executed = Some(f.call_executed);
+                        replay.failure_kind = Some(f.failure_kind.as_str().to_owned());
+                    }
+                    Some(Payload::OperationCancelled(c)) => {
+                        replay.call_executed = Some(c.call_executed);
+                    }
+                    Some(Payload::OperationTimedOut(t)) => {
+                        replay.call_executed = Some(t.call_executed);
+                    }
+                    Some(Payload::OperationDenied(d)) => {
+                        replay.call_executed = Some(false);
+                        replay.reason_code = Some(d.reason_code);
+                        replay.escalated = d.disposition == DenialKind::Escalate;
+                    }
+                    _ => {}
                 }
                 break;
             }
@@ -1023,10 +1057,18 @@ impl GovernedRecorder {
         Ok(r)
     }
 
-    /// Closes every open operation (after a crash): `operation_denied` when its recorded gates
-    /// reduce to a denial (the call certainly did not run), otherwise
-    /// `external_result_ambiguous` (`recovered_unterminated`): whether the call ran is unknown,
-    /// and it is never retried without reconciliation.
+    /// Closes every open operation (after a crash), never re-invoking anything:
+    ///
+    /// - no gate recorded: `operation_cancelled` with `call_executed = false` (the reducer
+    ///   denies an operation without gates, so no permit to invoke can have existed);
+    /// - recorded gates that reduce to a denial: `operation_denied` (evaluator `recovery`; the
+    ///   call certainly did not run);
+    /// - otherwise `external_result_ambiguous` (`recovered_unterminated`): the pre-call
+    ///   checkpoint may have completed and the call may have run; it is never retried without
+    ///   reconciliation.
+    ///
+    /// Call it at start-up, before any new operation: it closes *every* open operation of
+    /// the boundary, including ones this process would still be running.
     pub async fn recover(&self) -> Result<Vec<Recovered>, GovernanceError> {
         let open: Vec<(OperationId, Vec<GateFact>, Vec<RecordId>)> = {
             let st = lock(&self.inner.state);
@@ -1051,7 +1093,14 @@ impl GovernedRecorder {
                 .map(|g| (g.record_id.clone(), g.level, g.verdict, g.reason_code))
                 .collect();
             let reduction = reduce(&facts, &excepted, false);
-            let (t, payload) = if reduction.disposition == Disposition::Deny && !gates.is_empty() {
+            let (t, payload) = if gates.is_empty() {
+                (
+                    RecordType::OperationCancelled,
+                    payload::to_value(&payload::OperationCancelled {
+                        call_executed: false,
+                    }),
+                )
+            } else if reduction.disposition == Disposition::Deny {
                 (
                     RecordType::OperationDenied,
                     payload::to_value(&payload::OperationDenied {
@@ -1313,8 +1362,18 @@ impl OperationHandle {
     /// Runs the reducer and closes the pre-call checkpoint: a denial or escalation appends
     /// `operation_denied` (terminal); an allow returns the permit to invoke with.
     pub async fn authorize(
+        self,
+        escalation: Option<Escalation>,
+    ) -> Result<Authorization, GovernanceError> {
+        self.authorize_with(escalation, false).await
+    }
+
+    /// [`Self::authorize`], recording `stop` on a denial (the denial also cancels the turn's
+    /// other pending calls).
+    pub async fn authorize_with(
         mut self,
         escalation: Option<Escalation>,
+        stop: bool,
     ) -> Result<Authorization, GovernanceError> {
         let reduction = self.reduction(escalation.is_some());
         match reduction.disposition {
@@ -1342,7 +1401,7 @@ impl OperationHandle {
                     approval_id: esc.as_ref().map(|e| e.approval_id.clone()),
                     authority: esc.as_ref().map(|e| label(&e.authority)).transpose()?,
                     gates_evaluated: self.gates.len() as u64,
-                    stop: false,
+                    stop: stop && !escalate,
                 });
                 let receipt = self
                     .recorder

@@ -10,12 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use warden_contracts::{
-    ChainHead, ChainId, Digest, EvidenceError, HASH_ALGORITHM, OperationId, ReasonCode, RecordId,
-    SessionId,
+    ChainHead, ChainId, Digest, EvidenceError, OperationId, ReasonCode, RecordId, SessionId,
 };
 
 use crate::payload::{Label, RuleText};
-use crate::record::{self, Family, Fields};
+use crate::record::{self, AppendFields, CanonicalPayload, Family, Record, RecordKind};
 use crate::verify::{ChainRecord, ChainTracker, FailureDetail};
 
 /// The journal's record types.
@@ -45,63 +44,19 @@ impl JournalRecordType {
     }
 }
 
-/// One journal record: the same fields as an evidence record, with a journal record type.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JournalRecord {
-    /// The record's id.
-    pub record_id: RecordId,
-    /// Its type.
-    pub record_type: JournalRecordType,
-    /// The journal chain.
-    pub chain_id: ChainId,
-    /// The provider's call this concerns, if it has an id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation_id: Option<OperationId>,
-    /// Position in the chain, from 0.
-    pub sequence: u64,
-    /// The policy in force.
-    pub policy_id: String,
-    /// Its version.
-    pub policy_version: String,
-    /// The payload's canonical JSON text.
-    pub payload_json: String,
-    /// Digest of `payload_json`.
-    pub payload_digest: Digest,
-    /// The previous record's chain hash; absent only at genesis.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_chain_hash: Option<Digest>,
-    /// The hash over every other field.
-    pub chain_hash: Digest,
-    /// Always absent: journals are not corrected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersedes_record_id: Option<RecordId>,
-    /// When it was appended.
-    pub created_at: warden_contracts::Timestamp,
-    /// `blake3-v1`.
-    pub hash_algorithm: String,
-}
-
-impl JournalRecord {
-    /// The borrowed fields the chain hash covers.
-    pub fn fields(&self) -> Fields<'_> {
-        Fields {
-            record_id: self.record_id.as_str(),
-            record_type: self.record_type.as_str(),
-            chain_id: self.chain_id.as_str(),
-            operation_id: self.operation_id.as_ref().map(OperationId::as_str),
-            sequence: self.sequence,
-            policy_id: &self.policy_id,
-            policy_version: &self.policy_version,
-            payload_json: &self.payload_json,
-            payload_digest: self.payload_digest.as_str(),
-            previous_chain_hash: self.previous_chain_hash.as_ref().map(Digest::as_str),
-            supersedes_record_id: self.supersedes_record_id.as_ref().map(RecordId::as_str),
-            created_at: self.created_at.0,
-            hash_algorithm: &self.hash_algorithm,
-        }
+impl RecordKind for JournalRecordType {
+    const FAMILY: Family = Family::Journal;
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        Self::parse(name)
     }
 }
+
+/// One journal record: the fields of an evidence record, with a journal record type
+/// (`supersedes_record_id` is always absent: journals are not corrected).
+pub type JournalRecord = Record<JournalRecordType>;
 
 impl ChainRecord for JournalRecord {
     fn push_to(&self, tracker: &mut ChainTracker) -> Result<(), FailureDetail> {
@@ -231,40 +186,37 @@ fn validate(t: JournalRecordType, v: &Value) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
+impl JournalAppend {
+    pub(crate) fn fields(&self) -> AppendFields<'_> {
+        AppendFields {
+            family: Family::Journal,
+            record_type: self.record_type.as_str(),
+            chain_id: &self.chain_id,
+            operation_id: self.operation_id.as_ref(),
+            expected_sequence: self.expected_sequence,
+            policy_id: &self.policy_id,
+            policy_version: &self.policy_version,
+            supersedes_record_id: None,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// Checks a journal append's payload against its type's schema and canonicalizes it.
+pub(crate) fn prepare_journal(entry: &JournalAppend) -> Result<CanonicalPayload, EvidenceError> {
+    validate(entry.record_type, &entry.payload)
+        .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
+    CanonicalPayload::of(&entry.payload)
+}
+
 /// Builds the journal record an append becomes on `head`.
 pub fn seal_journal(
     entry: &JournalAppend,
     head: Option<&ChainHead>,
 ) -> Result<JournalRecord, EvidenceError> {
-    let next = head.map_or(0, |h| h.sequence + 1);
-    if entry.expected_sequence != next {
-        return Err(EvidenceError::SequenceConflict {
-            chain_id: entry.chain_id.clone(),
-            expected: next,
-            got: entry.expected_sequence,
-        });
-    }
-    record::check_append_fields(&entry.policy_id, &entry.policy_version, entry.created_at)?;
-    validate(entry.record_type, &entry.payload)
-        .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
-    let payload_json =
-        record::canonical_json(&entry.payload).map_err(|e| record::invalid(e.to_string()))?;
-    let mut r = JournalRecord {
-        record_id: record::record_id_for(Family::Journal, &entry.chain_id, next)?,
-        record_type: entry.record_type,
-        chain_id: entry.chain_id.clone(),
-        operation_id: entry.operation_id.clone(),
-        sequence: next,
-        policy_id: entry.policy_id.clone(),
-        policy_version: entry.policy_version.clone(),
-        payload_digest: Digest::of_bytes(payload_json.as_bytes()),
-        payload_json,
-        previous_chain_hash: head.map(|h| h.chain_hash.clone()),
-        chain_hash: Digest::of_bytes(b""),
-        supersedes_record_id: None,
-        created_at: entry.created_at,
-        hash_algorithm: HASH_ALGORITHM.to_owned(),
-    };
-    r.chain_hash = record::chain_hash(&r.fields());
-    Ok(r)
+    let prepared = prepare_journal(entry);
+    let a = entry.fields();
+    let seal = record::seal_on(&a, prepared.as_ref(), head)?;
+    let record_id = seal.record_id()?;
+    Ok(seal.into_record(&a, entry.record_type, record_id, prepared?))
 }

@@ -88,8 +88,8 @@ pub use projection::{
     project_from_scratch,
 };
 pub use record::{
-    Family, Fields, canonical_json, chain_hash, hash_input, head_of, parse_record_type, receipt_of,
-    record_id_for, record_type_str, reseal, seal,
+    Family, Fields, Record, RecordKind, canonical_json, chain_hash, hash_input, head_of,
+    parse_record_type, receipt_of, record_id_for, record_type_str, reseal, seal,
 };
 pub use sqlite::{
     APPLICATION_ID, DEFAULT_PATH, SCHEMA_VERSION, SqliteOptions, SqliteReader, SqliteStore,

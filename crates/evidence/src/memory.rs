@@ -3,23 +3,87 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
-    EvidenceRecord, EvidenceStore, VerificationResult,
+    EvidenceRecord, EvidenceStore, HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,
+    VerificationResult,
 };
 
 use crate::journal::{self, JournalAppend, JournalRecord};
-use crate::record::{self, Family};
+use crate::record::{self, AppendFields, DigestText, Family};
 use crate::store::{self, GovernedStore, JournalStore, OperationRef};
-use crate::verify::{self, ChainTracker, Expected, Report};
+use crate::verify::{self, ChainTracker, Expected, Report, View};
 
 #[derive(Debug)]
 struct Chain {
-    records: Vec<EvidenceRecord>,
+    records: Vec<Stored>,
+    /// The last record's policy id and version, shared by the records that repeat them.
+    policy: Option<Arc<(String, String)>>,
     tracker: ChainTracker,
+}
+
+/// A stored evidence record, without what its place in the chain implies (its id, its chain,
+/// its predecessor's hash, the hash algorithm): [`Stored::record`] rebuilds the full record,
+/// equal to what [`record::seal`] returns.
+#[derive(Debug)]
+struct Stored {
+    record_type: RecordType,
+    operation_id: Option<OperationId>,
+    policy: Arc<(String, String)>,
+    payload_json: String,
+    payload_digest: DigestText,
+    chain_hash: Digest,
+    supersedes_record_id: Option<RecordId>,
+    created_at: Timestamp,
+}
+
+impl Stored {
+    fn record(
+        &self,
+        chain_id: &ChainId,
+        sequence: u64,
+        previous: Option<&Digest>,
+    ) -> Result<EvidenceRecord, EvidenceError> {
+        Ok(EvidenceRecord {
+            record_id: record::record_id_for(Family::Evidence, chain_id, sequence)?,
+            record_type: self.record_type,
+            chain_id: chain_id.clone(),
+            operation_id: self.operation_id.clone(),
+            sequence,
+            policy_id: self.policy.0.clone(),
+            policy_version: self.policy.1.clone(),
+            payload_json: self.payload_json.clone(),
+            payload_digest: self.payload_digest.to_digest(),
+            previous_chain_hash: previous.cloned(),
+            chain_hash: self.chain_hash.clone(),
+            supersedes_record_id: self.supersedes_record_id.clone(),
+            created_at: self.created_at,
+            hash_algorithm: HASH_ALGORITHM.to_owned(),
+        })
+    }
+}
+
+impl Chain {
+    /// Records from index `start`, at most `limit`, rebuilt.
+    fn records(&self, chain_id: &ChainId, start: usize, limit: usize) -> Vec<EvidenceRecord> {
+        let end = start.saturating_add(limit).min(self.records.len());
+        let mut out = Vec::with_capacity(end.saturating_sub(start));
+        for i in start..end {
+            let previous = i
+                .checked_sub(1)
+                .and_then(|p| self.records.get(p))
+                .map(|p| &p.chain_hash);
+            if let Some(r) = self.records.get(i)
+                && let Ok(record) = r.record(chain_id, i as u64, previous)
+            {
+                out.push(record);
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug)]
@@ -66,42 +130,84 @@ impl MemoryStore {
 
     /// Appends one record (synchronously).
     pub fn append_sync(&self, entry: &EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
+        // The payload's schema check and canonical form do not depend on the chain: outside the
+        // lock.
+        let prepared = record::prepare_evidence(entry);
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if !inner.chains.contains_key(&entry.chain_id) {
+            inner.chains.insert(
+                entry.chain_id.clone(),
+                Chain {
+                    records: Vec::new(),
+                    policy: None,
+                    tracker: ChainTracker::new(Family::Evidence, entry.chain_id.clone()),
+                },
+            );
+        }
         let chain = inner
             .chains
-            .entry(entry.chain_id.clone())
-            .or_insert_with(|| Chain {
-                records: Vec::new(),
-                tracker: ChainTracker::new(Family::Evidence, entry.chain_id.clone()),
-            });
-        let (record, parsed) = record::seal_parsed(entry, chain.tracker.head())?;
+            .get_mut(&entry.chain_id)
+            .ok_or_else(|| record::invalid("internal: the chain vanished"))?;
+        let a = AppendFields::evidence(entry);
+        let seal = record::seal_on(&a, prepared.as_ref().map(|(p, _)| p), chain.tracker.head())?;
+        let (payload, parsed) = prepared?;
+        let view = View {
+            fields: seal.fields(&a, &payload),
+            record_type: entry.record_type,
+            operation_id: entry.operation_id.as_ref(),
+            supersedes_record_id: entry.supersedes_record_id.as_ref(),
+        };
         let index = store::index_entries(&parsed);
         let pending = chain
             .tracker
-            .check_sealed(&record, parsed)
+            .check_sealed(&view, parsed)
             .map_err(|f| store::refused(&f))?;
-        if let Some(key) = &index.idempotency_key_digest
-            && let Some(existing) = inner.idempotency.get(key)
-        {
-            return Err(store::duplicate_key(existing));
-        }
-        if let Some(approval) = &index.approval_id
-            && let Some(existing) = inner.approvals.get(approval)
-        {
-            return Err(store::approval_used(existing));
-        }
-        if let Some(op) = store::operation_ref(&record) {
-            if let Some(key) = index.idempotency_key_digest {
-                inner.idempotency.insert(key, op.clone());
+        let receipt = seal.receipt(&entry.chain_id, seal.record_id()?);
+        if !index.is_empty() {
+            if let Some(key) = &index.idempotency_key_digest
+                && let Some(existing) = inner.idempotency.get(key)
+            {
+                return Err(store::duplicate_key(existing));
             }
-            if let Some(approval) = index.approval_id {
-                inner.approvals.insert(approval, op);
+            if let Some(approval) = &index.approval_id
+                && let Some(existing) = inner.approvals.get(approval)
+            {
+                return Err(store::approval_used(existing));
+            }
+            if let Some(op) = store::operation_ref(
+                &entry.chain_id,
+                entry.operation_id.as_ref(),
+                view.fields.record_id,
+                seal.sequence,
+            ) {
+                if let Some(key) = index.idempotency_key_digest {
+                    inner.idempotency.insert(key, op.clone());
+                }
+                if let Some(approval) = index.approval_id {
+                    inner.approvals.insert(approval, op);
+                }
             }
         }
-        chain.tracker.apply(&record, pending);
-        let receipt = record::receipt_of(&record);
-        chain.records.push(record);
+        chain.tracker.apply(&view, &seal.chain_hash, pending);
+        let policy = match &chain.policy {
+            Some(p) if p.0 == entry.policy_id && p.1 == entry.policy_version => p.clone(),
+            _ => {
+                let p = Arc::new((entry.policy_id.clone(), entry.policy_version.clone()));
+                chain.policy = Some(p.clone());
+                p
+            }
+        };
+        chain.records.push(Stored {
+            record_type: entry.record_type,
+            operation_id: entry.operation_id.clone(),
+            policy,
+            payload_json: payload.json,
+            payload_digest: payload.digest,
+            chain_hash: seal.chain_hash,
+            supersedes_record_id: entry.supersedes_record_id.clone(),
+            created_at: entry.created_at,
+        });
         Ok(receipt)
     }
 
@@ -119,7 +225,7 @@ impl MemoryStore {
         let start = after_sequence.map_or(0, |s| {
             usize::try_from(s.saturating_add(1)).unwrap_or(usize::MAX)
         });
-        c.records.iter().skip(start).take(limit).cloned().collect()
+        c.records(chain, start, limit)
     }
 
     /// The chain's head.
@@ -218,6 +324,7 @@ impl GovernedStore for MemoryStore {
 
 impl JournalStore for MemoryStore {
     fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
+        let prepared = journal::prepare_journal(&entry);
         let mut inner = self.lock();
         let j = inner
             .journals
@@ -226,15 +333,18 @@ impl JournalStore for MemoryStore {
                 records: Vec::new(),
                 tracker: ChainTracker::new(Family::Journal, entry.chain_id.clone()),
             });
-        let r = journal::seal_journal(&entry, j.tracker.head())?;
-        verify::ChainRecord::push_to(&r, &mut j.tracker).map_err(|f| store::refused(&f))?;
-        let receipt = AppendReceipt {
-            chain_id: r.chain_id.clone(),
-            record_id: r.record_id.clone(),
-            sequence: r.sequence,
-            chain_hash: r.chain_hash.clone(),
-        };
-        j.records.push(r);
+        let a = entry.fields();
+        let seal = record::seal_on(&a, prepared.as_ref(), j.tracker.head())?;
+        let payload = prepared?;
+        let fields = seal.fields(&a, &payload);
+        j.tracker
+            .check_sealed_journal(&fields)
+            .map_err(|f| store::refused(&f))?;
+        j.tracker.accept_sealed_journal(&fields, &seal.chain_hash);
+        let record_id = seal.record_id()?;
+        let receipt = seal.receipt(&entry.chain_id, record_id.clone());
+        j.records
+            .push(seal.into_record(&a, entry.record_type, record_id, payload));
         Ok(receipt)
     }
 

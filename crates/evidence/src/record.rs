@@ -6,13 +6,14 @@
 //! (the in-memory chain's throughput depends on it); a test proves it equal to
 //! `warden_contracts::canonical::to_canonical_string` of the serialized record.
 
-use std::fmt::Write as _;
+use std::fmt;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use warden_contracts::canonical::{self, MAX_SAFE_INTEGER};
 use warden_contracts::{
-    ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError, EvidenceRecord, HASH_ALGORITHM,
-    OperationId, RecordId, RecordType, Timestamp,
+    AppendReceipt, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError, EvidenceRecord,
+    HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,
 };
 
 use crate::payload;
@@ -44,6 +45,106 @@ impl Family {
     }
 }
 
+/// Lower-case hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A digest's text (`blake3:` and 64 hex digits) on the stack.
+#[derive(Clone, Copy)]
+pub(crate) struct DigestText([u8; 71]);
+
+impl DigestText {
+    fn of_hash(hash: &blake3::Hash) -> Self {
+        let mut text = [0u8; 71];
+        text[..7].copy_from_slice(b"blake3:");
+        for (i, b) in hash.as_bytes().iter().enumerate() {
+            text[7 + 2 * i] = HEX[usize::from(b >> 4)];
+            text[8 + 2 * i] = HEX[usize::from(b & 0x0f)];
+        }
+        Self(text)
+    }
+
+    /// The text.
+    pub(crate) fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
+
+    /// As a [`Digest`] (its one allocation).
+    pub(crate) fn to_digest(self) -> Digest {
+        // Of the digest's form by construction; the fallback is never taken.
+        self.as_str()
+            .parse()
+            .unwrap_or_else(|_| Digest::of_bytes(b"unreachable"))
+    }
+}
+
+impl fmt::Debug for DigestText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The text of `blake3:<hex>` of `bytes`, without allocating.
+pub(crate) fn digest_text(bytes: &[u8]) -> DigestText {
+    DigestText::of_hash(&blake3::hash(bytes))
+}
+
+/// `blake3:<hex>` of `bytes`: the same value as `Digest::of_bytes`, without the formatting
+/// machinery (one allocation, the digest's own).
+pub(crate) fn digest_of(bytes: &[u8]) -> Digest {
+    digest_text(bytes).to_digest()
+}
+
+/// A record id's text (`rec_` and 32 hex digits) on the stack.
+#[derive(Clone, Copy)]
+pub(crate) struct RecordIdText([u8; 36]);
+
+impl RecordIdText {
+    /// The text.
+    pub(crate) fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for RecordIdText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// [`record_id_for`] without allocating: verification compares it with the stored id.
+pub(crate) fn record_id_text(family: Family, chain: &ChainId, sequence: u64) -> RecordIdText {
+    let prefix = CHAIN_PREFIX.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((f, c, prefix)) = cache.as_ref()
+            && *f == family
+            && c == chain.as_str()
+        {
+            return *prefix;
+        }
+        let mut h = blake3::Hasher::new();
+        h.update(family.id_domain().as_bytes());
+        h.update(&[0]);
+        h.update(chain.as_str().as_bytes());
+        let hash = h.finalize();
+        let mut prefix = [0u8; 16];
+        for (i, b) in hash.as_bytes()[..8].iter().enumerate() {
+            prefix[2 * i] = HEX[usize::from(b >> 4)];
+            prefix[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        *cache = Some((family, chain.as_str().to_owned(), prefix));
+        prefix
+    });
+    let mut text = [0u8; 36];
+    text[..4].copy_from_slice(b"rec_");
+    text[4..20].copy_from_slice(&prefix);
+    for (i, shift) in (0..16).rev().enumerate() {
+        text[20 + i] = HEX[((sequence >> (4 * shift)) & 0x0f) as usize];
+    }
+    RecordIdText(text)
+}
+
 /// The record id a store assigns at `sequence` of `chain`: `rec_`, 16 hex digits of a BLAKE3
 /// hash of the family and the chain id, and the sequence as 16 hex digits. Deterministic, so
 /// every backend assigns the same ids and a verifier can check them; unique per family and chain.
@@ -52,31 +153,17 @@ pub fn record_id_for(
     chain: &ChainId,
     sequence: u64,
 ) -> Result<RecordId, EvidenceError> {
-    let id = CHAIN_PREFIX.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if let Some((f, c, prefix)) = cache.as_ref()
-            && *f == family
-            && c == chain.as_str()
-        {
-            return format!("rec_{prefix}{sequence:016x}");
-        }
-        let mut h = blake3::Hasher::new();
-        h.update(family.id_domain().as_bytes());
-        h.update(&[0]);
-        h.update(chain.as_str().as_bytes());
-        let prefix = h.finalize().to_hex().as_str()[..16].to_owned();
-        let id = format!("rec_{prefix}{sequence:016x}");
-        *cache = Some((family, chain.as_str().to_owned(), prefix));
-        id
-    });
     // `rec_` and 32 hex digits: always a valid identifier.
-    RecordId::new(id).map_err(|e| invalid(e.to_string()))
+    RecordId::new(record_id_text(family, chain, sequence).as_str())
+        .map_err(|e| invalid(e.to_string()))
 }
 
 thread_local! {
     /// The last chain's id prefix: appends and verification walk one chain at a time.
-    static CHAIN_PREFIX: std::cell::RefCell<Option<(Family, String, String)>> =
+    static CHAIN_PREFIX: std::cell::RefCell<Option<(Family, String, [u8; 16])>> =
         const { std::cell::RefCell::new(None) };
+    /// The hash input's buffer, reused from record to record.
+    static HASH_INPUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// The fields of one record, borrowed: shared by evidence and journal records.
@@ -133,72 +220,155 @@ impl<'a> Fields<'a> {
 
 /// The canonical JSON text `chain_hash` is computed over: the record without `chain_hash`.
 pub fn hash_input(f: &Fields<'_>) -> String {
-    let mut out = String::with_capacity(256 + f.payload_json.len() * 11 / 10);
+    let mut out = String::new();
+    write_hash_input(&mut out, f);
+    out
+}
+
+fn write_hash_input(out: &mut String, f: &Fields<'_>) {
+    out.reserve(320 + f.payload_json.len() * 9 / 8);
     // Keys in RFC 8785 order (all ASCII, so UTF-16 order is byte order).
     out.push_str("{\"chain_id\":");
-    write_str(&mut out, f.chain_id);
-    let _ = write!(out, ",\"created_at\":{}", f.created_at);
+    write_str(out, f.chain_id);
+    out.push_str(",\"created_at\":");
+    push_u64(out, f.created_at);
     out.push_str(",\"hash_algorithm\":");
-    write_str(&mut out, f.hash_algorithm);
+    write_str(out, f.hash_algorithm);
     if let Some(op) = f.operation_id {
         out.push_str(",\"operation_id\":");
-        write_str(&mut out, op);
+        write_str(out, op);
     }
     out.push_str(",\"payload_digest\":");
-    write_str(&mut out, f.payload_digest);
+    write_str(out, f.payload_digest);
     out.push_str(",\"payload_json\":");
-    write_str(&mut out, f.payload_json);
+    write_str(out, f.payload_json);
     out.push_str(",\"policy_id\":");
-    write_str(&mut out, f.policy_id);
+    write_str(out, f.policy_id);
     out.push_str(",\"policy_version\":");
-    write_str(&mut out, f.policy_version);
+    write_str(out, f.policy_version);
     if let Some(prev) = f.previous_chain_hash {
         out.push_str(",\"previous_chain_hash\":");
-        write_str(&mut out, prev);
+        write_str(out, prev);
     }
     out.push_str(",\"record_id\":");
-    write_str(&mut out, f.record_id);
+    write_str(out, f.record_id);
     out.push_str(",\"record_type\":");
-    write_str(&mut out, f.record_type);
-    let _ = write!(out, ",\"sequence\":{}", f.sequence);
+    write_str(out, f.record_type);
+    out.push_str(",\"sequence\":");
+    push_u64(out, f.sequence);
     if let Some(sup) = f.supersedes_record_id {
         out.push_str(",\"supersedes_record_id\":");
-        write_str(&mut out, sup);
+        write_str(out, sup);
     }
     out.push('}');
-    out
 }
 
 /// The chain hash of a record's fields.
 pub fn chain_hash(f: &Fields<'_>) -> Digest {
-    Digest::of_bytes(hash_input(f).as_bytes())
+    chain_hash_text(f).to_digest()
+}
+
+/// The chain hash's text: the hash input is written into a buffer reused from record to record
+/// and hashed once.
+pub(crate) fn chain_hash_text(f: &Fields<'_>) -> DigestText {
+    HASH_INPUT.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            write_hash_input(&mut buffer, f);
+            let digest = digest_text(buffer.as_bytes());
+            // Keep the buffer for the next record unless a huge payload grew it.
+            if buffer.capacity() > 1 << 20 {
+                *buffer = String::new();
+            }
+            digest
+        }
+        // Not reentrant; should it ever be, a fresh buffer gives the same hash.
+        Err(_) => digest_text(hash_input(f).as_bytes()),
+    })
+}
+
+/// Decimal digits of `n`.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The index of the first byte at or after `i` that a JSON string must escape (`"`, `\`, a
+/// control character below 0x20), or the length. Eight bytes at a time: in each word, the
+/// lowest flagged byte is always a true match (borrows only propagate upwards from one).
+fn next_escape(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let control = w.wrapping_sub(ONES * 0x20) & !w;
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let quote = quote.wrapping_sub(ONES) & !quote;
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let backslash = backslash.wrapping_sub(ONES) & !backslash;
+        let hits = (control | quote | backslash) & HIGHS;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// A JSON string in RFC 8785 form (minimal escapes, lower-case `\u00xx`).
 fn write_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            0x08 => Some("\\b"),
-            b'\t' => Some("\\t"),
-            b'\n' => Some("\\n"),
-            0x0c => Some("\\f"),
-            b'\r' => Some("\\r"),
-            0..=0x1f => None,
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        match esc {
-            Some(e) => out.push_str(e),
-            None => {
-                let _ = write!(out, "\\u{b:04x}");
+    let mut from = 0;
+    loop {
+        let i = next_escape(bytes, from);
+        let Some(&b) = bytes.get(i) else { break };
+        // `i` is at an ASCII byte: a character boundary.
+        match b {
+            // A backslash before the character itself, which then starts the next run.
+            b'"' | b'\\' => {
+                out.push_str(&s[start..i]);
+                out.push('\\');
+                start = i;
+            }
+            _ => {
+                out.push_str(&s[start..i]);
+                match b {
+                    0x08 => out.push_str("\\b"),
+                    b'\t' => out.push_str("\\t"),
+                    b'\n' => out.push_str("\\n"),
+                    0x0c => out.push_str("\\f"),
+                    b'\r' => out.push_str("\\r"),
+                    _ => {
+                        out.push_str("\\u00");
+                        out.push(char::from(HEX[usize::from(b >> 4)]));
+                        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+                    }
+                }
+                start = i + 1;
             }
         }
-        start = i + 1;
+        from = i + 1;
     }
     out.push_str(&s[start..]);
     out.push('"');
@@ -229,12 +399,15 @@ fn write_canonical(out: &mut String, v: &Value) -> bool {
                 if u > MAX_SAFE_INTEGER {
                     return false;
                 }
-                let _ = write!(out, "{u}");
+                push_u64(out, u);
             } else if let Some(i) = n.as_i64() {
                 if i.unsigned_abs() > MAX_SAFE_INTEGER {
                     return false;
                 }
-                let _ = write!(out, "{i}");
+                if i < 0 {
+                    out.push('-');
+                }
+                push_u64(out, i.unsigned_abs());
             } else {
                 return false;
             }
@@ -253,21 +426,43 @@ fn write_canonical(out: &mut String, v: &Value) -> bool {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            if entries.iter().all(|(k, _)| k.is_ascii()) {
-                entries.sort_unstable_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
-            } else {
-                entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-            }
+            // The map iterates in key order (a `BTreeMap`) unless serde_json's `preserve_order`
+            // is on somewhere in the build; when the keys are ASCII and already in order (UTF-16
+            // order is byte order for ASCII), write them as they come, else sort.
+            let mut previous: Option<&str> = None;
+            let in_order = map.keys().all(|k| {
+                let ok = k.is_ascii() && previous.is_none_or(|p| p < k.as_str());
+                previous = Some(k);
+                ok
+            });
             out.push('{');
-            for (i, (k, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+            if in_order {
+                for (i, (k, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_str(out, k);
+                    out.push(':');
+                    if !write_canonical(out, item) {
+                        return false;
+                    }
                 }
-                write_str(out, k);
-                out.push(':');
-                if !write_canonical(out, item) {
-                    return false;
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if entries.iter().all(|(k, _)| k.is_ascii()) {
+                    entries.sort_unstable_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
+                } else {
+                    entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+                }
+                for (i, (k, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_str(out, k);
+                    out.push(':');
+                    if !write_canonical(out, item) {
+                        return false;
+                    }
                 }
             }
             out.push('}');
@@ -301,24 +496,216 @@ pub fn parse_record_type(s: &str) -> Option<RecordType> {
         .find(|t| record_type_str(*t) == s)
 }
 
+/// A record type of one family: evidence's [`RecordType`] or the journal's
+/// [`crate::JournalRecordType`]. Records, row decoding and sealing are generic over it.
+pub trait RecordKind: Copy + Eq + fmt::Debug + Send + Sync + 'static {
+    /// The family whose records have this type.
+    const FAMILY: Family;
+    /// The serialized name (`policy_bound`, `hook_verdict`, …).
+    fn name(self) -> &'static str;
+    /// Parses a serialized name.
+    fn from_name(name: &str) -> Option<Self>;
+}
+
+impl RecordKind for RecordType {
+    const FAMILY: Family = Family::Evidence;
+    fn name(self) -> &'static str {
+        record_type_str(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        parse_record_type(name)
+    }
+}
+
+/// A record of either family: the fields of design.md §6, generic over the family's record-type
+/// enum. The journal's records are `Record<JournalRecordType>` ([`crate::JournalRecord`]);
+/// evidence records are the contracts' [`EvidenceRecord`], which converts to and from
+/// `Record<RecordType>` field by field. Both serialize the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record<T> {
+    /// The record's id.
+    pub record_id: RecordId,
+    /// Its type.
+    pub record_type: T,
+    /// The chain.
+    pub chain_id: ChainId,
+    /// The operation it concerns (for the journal: the provider's call id), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<OperationId>,
+    /// Position in the chain, from 0.
+    pub sequence: u64,
+    /// The policy in force.
+    pub policy_id: String,
+    /// Its version.
+    pub policy_version: String,
+    /// The payload's canonical JSON text.
+    pub payload_json: String,
+    /// Digest of `payload_json`.
+    pub payload_digest: Digest,
+    /// The previous record's chain hash; absent only at genesis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_chain_hash: Option<Digest>,
+    /// The hash over every other field.
+    pub chain_hash: Digest,
+    /// The record this one corrects (`record_superseded`); always absent in the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes_record_id: Option<RecordId>,
+    /// When it was appended.
+    pub created_at: Timestamp,
+    /// `blake3-v1`.
+    pub hash_algorithm: String,
+}
+
+impl<T: RecordKind> Record<T> {
+    /// The borrowed fields the chain hash covers.
+    pub fn fields(&self) -> Fields<'_> {
+        Fields {
+            record_id: self.record_id.as_str(),
+            record_type: self.record_type.name(),
+            chain_id: self.chain_id.as_str(),
+            operation_id: self.operation_id.as_ref().map(OperationId::as_str),
+            sequence: self.sequence,
+            policy_id: &self.policy_id,
+            policy_version: &self.policy_version,
+            payload_json: &self.payload_json,
+            payload_digest: self.payload_digest.as_str(),
+            previous_chain_hash: self.previous_chain_hash.as_ref().map(Digest::as_str),
+            supersedes_record_id: self.supersedes_record_id.as_ref().map(RecordId::as_str),
+            created_at: self.created_at.0,
+            hash_algorithm: &self.hash_algorithm,
+        }
+    }
+
+    /// The record's head.
+    pub fn head(&self) -> ChainHead {
+        ChainHead {
+            chain_id: self.chain_id.clone(),
+            sequence: self.sequence,
+            chain_hash: self.chain_hash.clone(),
+        }
+    }
+
+    /// The receipt of the stored record.
+    pub fn receipt(&self) -> AppendReceipt {
+        AppendReceipt {
+            chain_id: self.chain_id.clone(),
+            record_id: self.record_id.clone(),
+            sequence: self.sequence,
+            chain_hash: self.chain_hash.clone(),
+        }
+    }
+}
+
+impl From<Record<RecordType>> for EvidenceRecord {
+    fn from(r: Record<RecordType>) -> Self {
+        Self {
+            record_id: r.record_id,
+            record_type: r.record_type,
+            chain_id: r.chain_id,
+            operation_id: r.operation_id,
+            sequence: r.sequence,
+            policy_id: r.policy_id,
+            policy_version: r.policy_version,
+            payload_json: r.payload_json,
+            payload_digest: r.payload_digest,
+            previous_chain_hash: r.previous_chain_hash,
+            chain_hash: r.chain_hash,
+            supersedes_record_id: r.supersedes_record_id,
+            created_at: r.created_at,
+            hash_algorithm: r.hash_algorithm,
+        }
+    }
+}
+
+impl From<EvidenceRecord> for Record<RecordType> {
+    fn from(r: EvidenceRecord) -> Self {
+        Self {
+            record_id: r.record_id,
+            record_type: r.record_type,
+            chain_id: r.chain_id,
+            operation_id: r.operation_id,
+            sequence: r.sequence,
+            policy_id: r.policy_id,
+            policy_version: r.policy_version,
+            payload_json: r.payload_json,
+            payload_digest: r.payload_digest,
+            previous_chain_hash: r.previous_chain_hash,
+            chain_hash: r.chain_hash,
+            supersedes_record_id: r.supersedes_record_id,
+            created_at: r.created_at,
+            hash_algorithm: r.hash_algorithm,
+        }
+    }
+}
+
 pub(crate) fn invalid(message: impl Into<String>) -> EvidenceError {
     EvidenceError::Invalid {
         message: message.into(),
     }
 }
 
-/// Canonicalizes an append's payload after checking it against its record type's schema.
-pub(crate) fn canonical_payload(
-    entry: &EvidenceAppend,
-) -> Result<(String, payload::Payload), EvidenceError> {
+/// The fields of an append both families share, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AppendFields<'a> {
+    pub(crate) family: Family,
+    pub(crate) record_type: &'static str,
+    pub(crate) chain_id: &'a ChainId,
+    pub(crate) operation_id: Option<&'a OperationId>,
+    pub(crate) expected_sequence: u64,
+    pub(crate) policy_id: &'a str,
+    pub(crate) policy_version: &'a str,
+    pub(crate) supersedes_record_id: Option<&'a RecordId>,
+    pub(crate) created_at: Timestamp,
+}
+
+impl<'a> AppendFields<'a> {
+    /// An evidence append's fields.
+    pub(crate) fn evidence(e: &'a EvidenceAppend) -> Self {
+        Self {
+            family: Family::Evidence,
+            record_type: record_type_str(e.record_type),
+            chain_id: &e.chain_id,
+            operation_id: e.operation_id.as_ref(),
+            expected_sequence: e.expected_sequence,
+            policy_id: &e.policy_id,
+            policy_version: &e.policy_version,
+            supersedes_record_id: e.supersedes_record_id.as_ref(),
+            created_at: e.created_at,
+        }
+    }
+}
+
+/// An append's payload as stored: its canonical JSON text and its digest. It does not depend on
+/// the chain's head, so the SQLite store computes it on the appender's thread, before the append
+/// takes its place in the writer's queue.
+#[derive(Debug, Clone)]
+pub(crate) struct CanonicalPayload {
+    pub(crate) json: String,
+    pub(crate) digest: DigestText,
+}
+
+impl CanonicalPayload {
+    pub(crate) fn of(value: &Value) -> Result<Self, EvidenceError> {
+        let json = canonical_json(value).map_err(|e| invalid(e.to_string()))?;
+        let digest = digest_text(json.as_bytes());
+        Ok(Self { json, digest })
+    }
+}
+
+/// An evidence append's payload, checked against its type's schema (the parsed payload feeds the
+/// lifecycle check and the indexes) and canonicalized.
+pub(crate) type PreparedEvidence = Result<(CanonicalPayload, payload::Payload), EvidenceError>;
+
+/// Checks and canonicalizes an evidence append's payload.
+pub(crate) fn prepare_evidence(entry: &EvidenceAppend) -> PreparedEvidence {
     let parsed = payload::parse(entry.record_type, &entry.payload).map_err(|e| {
         invalid(format!(
             "{} payload: {e}",
             record_type_str(entry.record_type)
         ))
     })?;
-    let text = canonical_json(&entry.payload).map_err(|e| invalid(e.to_string()))?;
-    Ok((text, parsed))
+    Ok((CanonicalPayload::of(&entry.payload)?, parsed))
 }
 
 /// Checks the fields of an append that do not depend on the chain's state.
@@ -336,6 +723,138 @@ pub(crate) fn check_append_fields(
     Ok(())
 }
 
+/// The head-dependent part of a sealed record: its place in the chain, its id and its hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Seal {
+    pub(crate) sequence: u64,
+    pub(crate) record_id: RecordIdText,
+    pub(crate) previous: Option<Digest>,
+    pub(crate) chain_hash: Digest,
+}
+
+/// Seals an append onto `head` (`None`: the chain is empty): checks that it names the next
+/// sequence and that its fields are in range, then reports a payload refused earlier (so a wrong
+/// sequence is reported first, whatever the payload), and computes the record id and the chain
+/// hash. It does not check the chain's lifecycle rules (that is [`crate::ChainTracker`]'s job).
+pub(crate) fn seal_on(
+    a: &AppendFields<'_>,
+    payload: Result<&CanonicalPayload, &EvidenceError>,
+    head: Option<&ChainHead>,
+) -> Result<Seal, EvidenceError> {
+    let next = head.map_or(0, |h| h.sequence + 1);
+    if a.expected_sequence != next {
+        return Err(EvidenceError::SequenceConflict {
+            chain_id: a.chain_id.clone(),
+            expected: next,
+            got: a.expected_sequence,
+        });
+    }
+    if next > MAX_SAFE_INTEGER {
+        return Err(invalid("the chain is full (2^53 - 1 records)"));
+    }
+    check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
+    let payload = payload.map_err(Clone::clone)?;
+    let record_id = record_id_text(a.family, a.chain_id, next);
+    let previous = head.map(|h| h.chain_hash.clone());
+    let chain_hash = chain_hash_text(&sealed_fields(
+        a,
+        payload,
+        next,
+        &record_id,
+        previous.as_ref(),
+    ))
+    .to_digest();
+    Ok(Seal {
+        sequence: next,
+        record_id,
+        previous,
+        chain_hash,
+    })
+}
+
+fn sealed_fields<'a>(
+    a: &AppendFields<'a>,
+    payload: &'a CanonicalPayload,
+    sequence: u64,
+    record_id: &'a RecordIdText,
+    previous: Option<&'a Digest>,
+) -> Fields<'a> {
+    Fields {
+        record_id: record_id.as_str(),
+        record_type: a.record_type,
+        chain_id: a.chain_id.as_str(),
+        operation_id: a.operation_id.map(OperationId::as_str),
+        sequence,
+        policy_id: a.policy_id,
+        policy_version: a.policy_version,
+        payload_json: &payload.json,
+        payload_digest: payload.digest.as_str(),
+        previous_chain_hash: previous.map(Digest::as_str),
+        supersedes_record_id: a.supersedes_record_id.map(RecordId::as_str),
+        created_at: a.created_at.0,
+        hash_algorithm: HASH_ALGORITHM,
+    }
+}
+
+impl Seal {
+    /// The sealed record's fields.
+    pub(crate) fn fields<'a>(
+        &'a self,
+        a: &AppendFields<'a>,
+        payload: &'a CanonicalPayload,
+    ) -> Fields<'a> {
+        sealed_fields(
+            a,
+            payload,
+            self.sequence,
+            &self.record_id,
+            self.previous.as_ref(),
+        )
+    }
+
+    /// The record id.
+    pub(crate) fn record_id(&self) -> Result<RecordId, EvidenceError> {
+        // `rec_` and 32 hex digits: always a valid identifier.
+        RecordId::new(self.record_id.as_str()).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The receipt, given the record id.
+    pub(crate) fn receipt(&self, chain_id: &ChainId, record_id: RecordId) -> AppendReceipt {
+        AppendReceipt {
+            chain_id: chain_id.clone(),
+            record_id,
+            sequence: self.sequence,
+            chain_hash: self.chain_hash.clone(),
+        }
+    }
+
+    /// The sealed record.
+    pub(crate) fn into_record<T>(
+        self,
+        a: &AppendFields<'_>,
+        record_type: T,
+        record_id: RecordId,
+        payload: CanonicalPayload,
+    ) -> Record<T> {
+        Record {
+            record_id,
+            record_type,
+            chain_id: a.chain_id.clone(),
+            operation_id: a.operation_id.cloned(),
+            sequence: self.sequence,
+            policy_id: a.policy_id.to_owned(),
+            policy_version: a.policy_version.to_owned(),
+            payload_digest: payload.digest.to_digest(),
+            payload_json: payload.json,
+            previous_chain_hash: self.previous,
+            chain_hash: self.chain_hash,
+            supersedes_record_id: a.supersedes_record_id.cloned(),
+            created_at: a.created_at,
+            hash_algorithm: HASH_ALGORITHM.to_owned(),
+        }
+    }
+}
+
 /// Builds the record an append becomes on `head` (`None`: the chain is empty).
 ///
 /// Checks that the append names the next sequence, that its payload matches its type's schema,
@@ -345,83 +864,20 @@ pub fn seal(
     entry: &EvidenceAppend,
     head: Option<&ChainHead>,
 ) -> Result<EvidenceRecord, EvidenceError> {
-    seal_parsed(entry, head).map(|(r, _)| r)
-}
-
-/// [`seal`], also returning the parsed payload (stores check the lifecycle with it).
-pub(crate) fn seal_parsed(
-    entry: &EvidenceAppend,
-    head: Option<&ChainHead>,
-) -> Result<(EvidenceRecord, payload::Payload), EvidenceError> {
-    let next = head.map_or(0, |h| h.sequence + 1);
-    if entry.expected_sequence != next {
-        return Err(EvidenceError::SequenceConflict {
-            chain_id: entry.chain_id.clone(),
-            expected: next,
-            got: entry.expected_sequence,
-        });
-    }
-    if next > MAX_SAFE_INTEGER {
-        return Err(invalid("the chain is full (2^53 - 1 records)"));
-    }
-    check_append_fields(&entry.policy_id, &entry.policy_version, entry.created_at)?;
-    let (payload_json, parsed) = canonical_payload(entry)?;
-    seal_parts(
-        entry.record_type,
-        &entry.chain_id,
-        entry.operation_id.clone(),
-        next,
-        entry.policy_id.clone(),
-        entry.policy_version.clone(),
-        payload_json,
-        head.map(|h| h.chain_hash.clone()),
-        entry.supersedes_record_id.clone(),
-        entry.created_at,
-    )
-    .map(|r| (r, parsed))
-}
-
-/// Builds a sealed record from already-canonical parts (no schema check).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn seal_parts(
-    record_type: RecordType,
-    chain_id: &ChainId,
-    operation_id: Option<OperationId>,
-    sequence: u64,
-    policy_id: String,
-    policy_version: String,
-    payload_json: String,
-    previous_chain_hash: Option<Digest>,
-    supersedes_record_id: Option<RecordId>,
-    created_at: Timestamp,
-) -> Result<EvidenceRecord, EvidenceError> {
-    let payload_digest = Digest::of_bytes(payload_json.as_bytes());
-    let record_id = record_id_for(Family::Evidence, chain_id, sequence)?;
-    let mut record = EvidenceRecord {
-        record_id,
-        record_type,
-        chain_id: chain_id.clone(),
-        operation_id,
-        sequence,
-        policy_id,
-        policy_version,
-        payload_json,
-        payload_digest,
-        previous_chain_hash,
-        // Placeholder, replaced below: the hash covers every other field.
-        chain_hash: Digest::of_bytes(b""),
-        supersedes_record_id,
-        created_at,
-        hash_algorithm: HASH_ALGORITHM.to_owned(),
-    };
-    record.chain_hash = chain_hash(&Fields::of(&record));
-    Ok(record)
+    let prepared = prepare_evidence(entry);
+    let a = AppendFields::evidence(entry);
+    let seal = seal_on(&a, prepared.as_ref().map(|(p, _)| p), head)?;
+    let (payload, _) = prepared?;
+    let record_id = seal.record_id()?;
+    Ok(seal
+        .into_record(&a, entry.record_type, record_id, payload)
+        .into())
 }
 
 /// Recomputes a record's `chain_hash` after its fields were set by hand (tests and tools that
 /// build chains without a store, for example to exercise a verifier).
 pub fn reseal(record: &mut EvidenceRecord) {
-    record.payload_digest = Digest::of_bytes(record.payload_json.as_bytes());
+    record.payload_digest = digest_of(record.payload_json.as_bytes());
     record.chain_hash = chain_hash(&Fields::of(record));
 }
 
@@ -435,8 +891,8 @@ pub fn head_of(record: &EvidenceRecord) -> ChainHead {
 }
 
 /// The receipt of a stored record.
-pub fn receipt_of(record: &EvidenceRecord) -> warden_contracts::AppendReceipt {
-    warden_contracts::AppendReceipt {
+pub fn receipt_of(record: &EvidenceRecord) -> AppendReceipt {
+    AppendReceipt {
         chain_id: record.chain_id.clone(),
         record_id: record.record_id.clone(),
         sequence: record.sequence,

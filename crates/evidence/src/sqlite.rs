@@ -29,16 +29,18 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use tokio::sync::oneshot;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
-    EvidenceRecord, EvidenceStore, OperationId, RecordId, Timestamp, VerificationFailure,
-    VerificationResult,
+    EvidenceRecord, EvidenceStore, OperationId, RecordId, RecordType, Timestamp,
+    VerificationFailure, VerificationResult,
 };
 
 use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
-use crate::record::{self, Family};
-use crate::store::{self, GovernedStore, JournalStore, OperationRef};
-use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report};
+use crate::record::{
+    self, AppendFields, CanonicalPayload, Family, PreparedEvidence, Record, RecordKind,
+};
+use crate::store::{self, GovernedStore, IndexEntries, JournalStore, OperationRef};
+use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
 
 /// The embedded default store, relative to the working directory.
 pub const DEFAULT_PATH: &str = ".warden/evidence.db";
@@ -156,9 +158,39 @@ CREATE TABLE projection_conflicts (
 );
 ";
 
-const COLUMNS: &str = "record_id, record_type, chain_id, operation_id, sequence, policy_id, \
-     policy_version, payload_json, payload_digest, previous_chain_hash, chain_hash, \
-     supersedes_record_id, created_at, hash_algorithm";
+/// The record columns, in the order of `record::Fields` (one per record field: the contract).
+macro_rules! columns {
+    () => {
+        "record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, \
+         payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, \
+         created_at, hash_algorithm"
+    };
+}
+
+/// The statements the writer runs for every append: constant text, so the connection's
+/// statement cache finds them prepared.
+const INSERT_RECORD: &str = concat!(
+    "INSERT INTO records (",
+    columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+);
+const INSERT_JOURNAL: &str = concat!(
+    "INSERT INTO journal (",
+    columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+);
+const INSERT_IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys \
+     (key_digest, chain_id, operation_id, record_id, sequence) VALUES (?1, ?2, ?3, ?4, ?5)";
+const INSERT_APPROVAL_USE: &str = "INSERT INTO approval_uses \
+     (approval_id, chain_id, operation_id, record_id, sequence) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// The table a family's records live in.
+fn table_of(family: Family) -> &'static str {
+    match family {
+        Family::Evidence => "records",
+        Family::Journal => "journal",
+    }
+}
 
 /// SQLite's `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,9 +223,26 @@ impl Default for SqliteOptions {
     }
 }
 
+/// An append on its way to the writer. Its payload was checked and canonicalized on the
+/// appender's thread (`Err`: refused, reported by the writer after the sequence check); the
+/// append's `payload` value was dropped there too.
 enum JobOp {
-    Evidence(EvidenceAppend),
-    Journal(JournalAppend),
+    Evidence(EvidenceAppend, PreparedEvidence),
+    Journal(JournalAppend, Result<CanonicalPayload, EvidenceError>),
+}
+
+impl JobOp {
+    fn evidence(mut entry: EvidenceAppend) -> Self {
+        let prepared = record::prepare_evidence(&entry);
+        entry.payload = serde_json::Value::Null;
+        Self::Evidence(entry, prepared)
+    }
+
+    fn journal(mut entry: JournalAppend) -> Self {
+        let prepared = journal::prepare_journal(&entry);
+        entry.payload = serde_json::Value::Null;
+        Self::Journal(entry, prepared)
+    }
 }
 
 /// Group-commit counters.
@@ -388,7 +437,7 @@ impl SqliteStore {
         &self,
         entry: EvidenceAppend,
     ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
-        let rx = self.submit(JobOp::Evidence(entry));
+        let rx = self.submit(JobOp::evidence(entry));
         async move {
             rx.await
                 .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
@@ -397,7 +446,7 @@ impl SqliteStore {
 
     /// Appends and blocks until the commit is durable (not from inside an async runtime).
     pub fn append_blocking(&self, entry: EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
-        self.submit(JobOp::Evidence(entry))
+        self.submit(JobOp::evidence(entry))
             .blocking_recv()
             .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
     }
@@ -524,7 +573,7 @@ impl GovernedStore for SqliteStore {
 
 impl JournalStore for SqliteStore {
     fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
-        self.submit(JobOp::Journal(entry))
+        self.submit(JobOp::journal(entry))
             .blocking_recv()
             .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
     }
@@ -843,7 +892,9 @@ fn parse_field<T: std::str::FromStr>(v: &str, name: &str) -> Result<T, String> {
     v.parse().map_err(|_| format!("{name} `{v}` is malformed"))
 }
 
-fn to_evidence(raw: RawRow) -> Result<EvidenceRecord, FailureDetail> {
+/// Decodes a stored row of either family; a column that does not parse as its field is a
+/// `MalformedRecord` of that row.
+fn decode<T: RecordKind>(raw: RawRow) -> Result<Record<T>, FailureDetail> {
     let id = raw.record_id.clone();
     let seq = raw.sequence;
     let bad = |e: String| malformed(Some(id.clone()), Some(seq), e);
@@ -853,10 +904,15 @@ fn to_evidence(raw: RawRow) -> Result<EvidenceRecord, FailureDetail> {
             other => Ok(other),
         }
     };
-    Ok(EvidenceRecord {
+    Ok(Record {
         record_id: RecordId::new(raw.record_id).map_err(|e| bad(e.to_string()))?,
-        record_type: record::parse_record_type(&raw.record_type)
-            .ok_or_else(|| bad(format!("unknown record type `{}`", raw.record_type)))?,
+        record_type: T::from_name(&raw.record_type).ok_or_else(|| {
+            bad(format!(
+                "unknown {} record type `{}`",
+                T::FAMILY.as_str(),
+                raw.record_type
+            ))
+        })?,
         chain_id: ChainId::new(raw.chain_id).map_err(|e| bad(e.to_string()))?,
         operation_id: opt_id(raw.operation_id, "operation_id")
             .map_err(&bad)?
@@ -884,39 +940,12 @@ fn to_evidence(raw: RawRow) -> Result<EvidenceRecord, FailureDetail> {
     })
 }
 
+fn to_evidence(raw: RawRow) -> Result<EvidenceRecord, FailureDetail> {
+    decode::<RecordType>(raw).map(EvidenceRecord::from)
+}
+
 fn to_journal(raw: RawRow) -> Result<JournalRecord, FailureDetail> {
-    let id = raw.record_id.clone();
-    let seq = raw.sequence;
-    let bad = |e: String| malformed(Some(id.clone()), Some(seq), e);
-    Ok(JournalRecord {
-        record_id: RecordId::new(raw.record_id).map_err(|e| bad(e.to_string()))?,
-        record_type: JournalRecordType::parse(&raw.record_type)
-            .ok_or_else(|| bad(format!("unknown journal record type `{}`", raw.record_type)))?,
-        chain_id: ChainId::new(raw.chain_id).map_err(|e| bad(e.to_string()))?,
-        operation_id: raw
-            .operation_id
-            .map(OperationId::new)
-            .transpose()
-            .map_err(|e| bad(e.to_string()))?,
-        sequence: raw.sequence,
-        policy_id: raw.policy_id,
-        policy_version: raw.policy_version,
-        payload_json: raw.payload_json,
-        payload_digest: parse_field(&raw.payload_digest, "payload_digest").map_err(&bad)?,
-        previous_chain_hash: raw
-            .previous_chain_hash
-            .map(|h| parse_field::<Digest>(&h, "previous_chain_hash"))
-            .transpose()
-            .map_err(&bad)?,
-        chain_hash: parse_field(&raw.chain_hash, "chain_hash").map_err(&bad)?,
-        supersedes_record_id: raw
-            .supersedes_record_id
-            .map(RecordId::new)
-            .transpose()
-            .map_err(|e| bad(e.to_string()))?,
-        created_at: Timestamp(raw.created_at),
-        hash_algorithm: raw.hash_algorithm,
-    })
+    decode::<JournalRecordType>(raw)
 }
 
 /// Streams the rows of one chain into `f`, each as a record or the failure reading it.
@@ -933,7 +962,8 @@ fn for_each_row<R>(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM {table} WHERE chain_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3"
+            "SELECT {} FROM {table} WHERE chain_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
+            columns!()
         ))
         .map_err(|e| db(&e))?;
     let mut rows = stmt
@@ -950,21 +980,24 @@ fn for_each_row<R>(
     Ok(())
 }
 
-fn read_valid(
+/// Records of a chain, every one readable (a row that is not is an error).
+fn read_rows<R>(
     conn: &Connection,
+    family: Family,
     chain: &ChainId,
     after_sequence: Option<u64>,
     limit: usize,
-) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+    convert: fn(RawRow) -> Result<R, FailureDetail>,
+) -> Result<Vec<R>, EvidenceError> {
     let mut out = Vec::new();
     let mut bad = None;
     for_each_row(
         conn,
-        "records",
+        table_of(family),
         chain,
         after_sequence,
         limit,
-        to_evidence,
+        convert,
         |r| match r {
             Ok(r) => {
                 out.push(r);
@@ -978,12 +1011,29 @@ fn read_valid(
     )?;
     match bad {
         Some(f) => Err(unavailable(format!(
-            "stored record {} cannot be read: {}",
+            "stored {} record {} cannot be read: {}",
+            family.as_str(),
             f.sequence.map_or_else(|| "?".to_owned(), |s| s.to_string()),
             f.detail
         ))),
         None => Ok(out),
     }
+}
+
+fn read_valid(
+    conn: &Connection,
+    chain: &ChainId,
+    after_sequence: Option<u64>,
+    limit: usize,
+) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+    read_rows(
+        conn,
+        Family::Evidence,
+        chain,
+        after_sequence,
+        limit,
+        to_evidence,
+    )
 }
 
 fn read_journal_valid(
@@ -992,33 +1042,14 @@ fn read_journal_valid(
     after_sequence: Option<u64>,
     limit: usize,
 ) -> Result<Vec<JournalRecord>, EvidenceError> {
-    let mut out = Vec::new();
-    let mut bad = None;
-    for_each_row(
+    read_rows(
         conn,
-        "journal",
+        Family::Journal,
         chain,
         after_sequence,
         limit,
         to_journal,
-        |r| match r {
-            Ok(r) => {
-                out.push(r);
-                true
-            }
-            Err(f) => {
-                bad = Some(f);
-                false
-            }
-        },
-    )?;
-    match bad {
-        Some(f) => Err(unavailable(format!(
-            "stored journal record cannot be read: {}",
-            f.detail
-        ))),
-        None => Ok(out),
-    }
+    )
 }
 
 fn verify_chain(
@@ -1119,27 +1150,31 @@ impl Writer {
     }
 
     fn commit_batch(&mut self, batch: Vec<Job>) {
-        let mut results: Vec<Result<AppendReceipt, EvidenceError>> =
-            Vec::with_capacity(batch.len());
+        let (ops, replies): (Vec<JobOp>, Vec<_>) =
+            batch.into_iter().map(|job| (job.op, job.reply)).unzip();
+        let mut results: Vec<Result<AppendReceipt, EvidenceError>> = Vec::with_capacity(ops.len());
         let mut touched_evidence: HashSet<ChainId> = HashSet::new();
         let mut touched_journal: HashSet<ChainId> = HashSet::new();
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let err = unavailable(format!("sqlite: cannot begin: {e}"));
-            for job in batch {
-                let _ = job.reply.send(Err(err.clone()));
+            for reply in replies {
+                let _ = reply.send(Err(err.clone()));
             }
             return;
         }
+        let first_use = |touched: &mut HashSet<ChainId>, chain: &ChainId| {
+            !touched.contains(chain) && touched.insert(chain.clone())
+        };
         let mut fatal: Option<EvidenceError> = None;
-        for job in &batch {
-            let r = match &job.op {
-                JobOp::Evidence(entry) => {
-                    let fresh = touched_evidence.insert(entry.chain_id.clone());
-                    self.append_evidence(entry, fresh)
+        for op in ops {
+            let r = match op {
+                JobOp::Evidence(entry, prepared) => {
+                    let fresh = first_use(&mut touched_evidence, &entry.chain_id);
+                    self.append_evidence(&entry, prepared, fresh)
                 }
-                JobOp::Journal(entry) => {
-                    let fresh = touched_journal.insert(entry.chain_id.clone());
-                    self.append_journal(entry, fresh)
+                JobOp::Journal(entry, prepared) => {
+                    let fresh = first_use(&mut touched_journal, &entry.chain_id);
+                    self.append_journal(&entry, prepared, fresh)
                 }
             };
             match r {
@@ -1171,8 +1206,8 @@ impl Writer {
                 self.journals.remove(c);
             }
             tracing::error!(store = %self.path.display(), error = %e, "evidence commit failed");
-            for job in batch {
-                let _ = job.reply.send(Err(e.clone()));
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
             return;
         }
@@ -1181,11 +1216,11 @@ impl Writer {
         self.stats.records.fetch_add(ok, Ordering::Relaxed);
         let _ = fault::point("store.after_commit");
         let mut results = results.into_iter();
-        for job in batch {
+        for reply in replies {
             let r = results
                 .next()
                 .unwrap_or_else(|| Err(unavailable("internal: missing result")));
-            let _ = job.reply.send(r);
+            let _ = reply.send(r);
         }
     }
 
@@ -1256,98 +1291,119 @@ impl Writer {
     fn append_evidence(
         &mut self,
         entry: &EvidenceAppend,
+        prepared: PreparedEvidence,
         fresh: bool,
     ) -> Result<AppendReceipt, Step> {
+        let conn = &self.conn;
         let tracker = Self::tracker(
-            &self.conn,
+            conn,
             &mut self.evidence,
             Family::Evidence,
             &entry.chain_id,
             fresh,
         )?;
-        let (record, parsed) = record::seal_parsed(entry, tracker.head()).map_err(Step::Refused)?;
+        let a = AppendFields::evidence(entry);
+        let seal = record::seal_on(&a, prepared.as_ref().map(|(p, _)| p), tracker.head())
+            .map_err(Step::Refused)?;
+        let (payload, parsed) = prepared.map_err(Step::Refused)?;
+        let view = View {
+            fields: seal.fields(&a, &payload),
+            record_type: entry.record_type,
+            operation_id: entry.operation_id.as_ref(),
+            supersedes_record_id: entry.supersedes_record_id.as_ref(),
+        };
         let index = store::index_entries(&parsed);
         let pending = tracker
-            .check_sealed(&record, parsed)
+            .check_sealed(&view, parsed)
             .map_err(|f| Step::Refused(store::refused(&f)))?;
-        if let Some(op) = store::operation_ref(&record) {
-            for (table, column, key) in [
-                (
-                    "idempotency_keys",
-                    "key_digest",
-                    index.idempotency_key_digest.as_ref().map(Digest::as_str),
-                ),
-                (
-                    "approval_uses",
-                    "approval_id",
-                    index.approval_id.as_ref().map(ApprovalId::as_str),
-                ),
-            ] {
-                let Some(key) = key else { continue };
-                if let Some(existing) =
-                    find_index(&self.conn, table, column, key).map_err(Step::Fatal)?
-                {
-                    return Err(Step::Refused(if table == "idempotency_keys" {
-                        store::duplicate_key(&existing)
-                    } else {
-                        store::approval_used(&existing)
-                    }));
-                }
-                let sql = format!(
-                    "INSERT INTO {table} ({column}, chain_id, operation_id, record_id, sequence) VALUES (?1, ?2, ?3, ?4, ?5)"
-                );
-                self.conn
-                    .prepare_cached(&sql)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            key,
-                            op.chain_id.as_str(),
-                            op.operation_id.as_str(),
-                            op.record_id.as_str(),
-                            seq_i64(op.sequence)
-                        ])
-                    })
-                    .map_err(|e| Step::Fatal(db(&e)))?;
-            }
+        let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
+        if !index.is_empty() {
+            insert_index_entries(conn, &index, &entry.chain_id, &view)?;
         }
-        insert_row(
-            &self.conn,
-            "records",
-            &record::Fields::of(&record),
-            record.chain_hash.as_str(),
-        )
-        .map_err(|e| Step::Fatal(db(&e)))?;
-        tracker.apply(&record, pending);
-        Ok(record::receipt_of(&record))
+        insert_row(conn, INSERT_RECORD, &view.fields, seal.chain_hash.as_str())
+            .map_err(|e| Step::Fatal(db(&e)))?;
+        tracker.apply(&view, &seal.chain_hash, pending);
+        Ok(receipt)
     }
 
     fn append_journal(
         &mut self,
         entry: &JournalAppend,
+        prepared: Result<CanonicalPayload, EvidenceError>,
         fresh: bool,
     ) -> Result<AppendReceipt, Step> {
+        let conn = &self.conn;
         let tracker = Self::tracker(
-            &self.conn,
+            conn,
             &mut self.journals,
             Family::Journal,
             &entry.chain_id,
             fresh,
         )?;
-        let r = journal::seal_journal(entry, tracker.head()).map_err(Step::Refused)?;
-        r.push_to(tracker)
+        let a = entry.fields();
+        let seal = record::seal_on(&a, prepared.as_ref(), tracker.head()).map_err(Step::Refused)?;
+        let payload = prepared.map_err(Step::Refused)?;
+        let fields = seal.fields(&a, &payload);
+        tracker
+            .check_sealed_journal(&fields)
             .map_err(|f| Step::Refused(store::refused(&f)))?;
-        if let Err(e) = insert_row(&self.conn, "journal", &r.fields(), r.chain_hash.as_str()) {
-            // The tracker accepted a record that is not stored: drop it so it reloads.
-            self.journals.remove(&entry.chain_id);
-            return Err(Step::Fatal(db(&e)));
-        }
-        Ok(AppendReceipt {
-            chain_id: r.chain_id.clone(),
-            record_id: r.record_id.clone(),
-            sequence: r.sequence,
-            chain_hash: r.chain_hash.clone(),
-        })
+        let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
+        insert_row(conn, INSERT_JOURNAL, &fields, seal.chain_hash.as_str())
+            .map_err(|e| Step::Fatal(db(&e)))?;
+        tracker.accept_sealed_journal(&fields, &seal.chain_hash);
+        Ok(receipt)
     }
+}
+
+/// Writes the durable indexes an `operation_started` record carries (in its transaction),
+/// refusing the append when a key or an approval was already used; nothing is written unless
+/// both are free.
+fn insert_index_entries(
+    conn: &Connection,
+    index: &IndexEntries,
+    chain_id: &ChainId,
+    view: &View<'_>,
+) -> Result<(), Step> {
+    let Some(op) = store::operation_ref(
+        chain_id,
+        view.operation_id,
+        view.fields.record_id,
+        view.fields.sequence,
+    ) else {
+        return Ok(());
+    };
+    let key = index.idempotency_key_digest.as_ref().map(Digest::as_str);
+    let approval = index.approval_id.as_ref().map(ApprovalId::as_str);
+    if let Some(key) = key
+        && let Some(existing) =
+            find_index(conn, "idempotency_keys", "key_digest", key).map_err(Step::Fatal)?
+    {
+        return Err(Step::Refused(store::duplicate_key(&existing)));
+    }
+    if let Some(approval) = approval
+        && let Some(existing) =
+            find_index(conn, "approval_uses", "approval_id", approval).map_err(Step::Fatal)?
+    {
+        return Err(Step::Refused(store::approval_used(&existing)));
+    }
+    for (sql, value) in [
+        (INSERT_IDEMPOTENCY_KEY, key),
+        (INSERT_APPROVAL_USE, approval),
+    ] {
+        let Some(value) = value else { continue };
+        conn.prepare_cached(sql)
+            .and_then(|mut s| {
+                s.execute(params![
+                    value,
+                    op.chain_id.as_str(),
+                    op.operation_id.as_str(),
+                    op.record_id.as_str(),
+                    seq_i64(op.sequence)
+                ])
+            })
+            .map_err(|e| Step::Fatal(db(&e)))?;
+    }
+    Ok(())
 }
 
 enum Step {
@@ -1363,14 +1419,11 @@ fn seq_i64(s: u64) -> i64 {
 
 fn insert_row(
     conn: &Connection,
-    table: &str,
+    sql: &'static str,
     f: &record::Fields<'_>,
     chain_hash: &str,
 ) -> rusqlite::Result<usize> {
-    let sql = format!(
-        "INSERT INTO {table} ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(sql)?;
     stmt.execute(params![
         f.record_id,
         f.record_type,

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use warden_contracts::{
-    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceError, EvidenceRecord,
-    EvidenceStore, OperationId, RecordId,
+    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceError, EvidenceStore,
+    OperationId, RecordId,
 };
 
 use crate::journal::{JournalAppend, JournalRecord};
@@ -89,12 +89,24 @@ pub(crate) fn index_entries(parsed: &Payload) -> IndexEntries {
     }
 }
 
-pub(crate) fn operation_ref(record: &EvidenceRecord) -> Option<OperationRef> {
+impl IndexEntries {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.idempotency_key_digest.is_none() && self.approval_id.is_none()
+    }
+}
+
+/// The `operation_started` record an index entry points to.
+pub(crate) fn operation_ref(
+    chain_id: &ChainId,
+    operation_id: Option<&OperationId>,
+    record_id: &str,
+    sequence: u64,
+) -> Option<OperationRef> {
     Some(OperationRef {
-        chain_id: record.chain_id.clone(),
-        operation_id: record.operation_id.clone()?,
-        record_id: record.record_id.clone(),
-        sequence: record.sequence,
+        chain_id: chain_id.clone(),
+        operation_id: operation_id?.clone(),
+        record_id: RecordId::new(record_id).ok()?,
+        sequence,
     })
 }
 

@@ -139,16 +139,36 @@ pub struct ChainTracker {
 pub(crate) struct Pending(Change);
 
 /// What an accepted evidence record changes in the lifecycle (computed before anything changes,
-/// so a refused record leaves the tracker untouched).
+/// so a refused record leaves the tracker untouched). The operation is the record's own.
 enum Change {
     None,
     Genesis(Label, Option<Digest>),
-    Bind(Option<OperationId>, Option<Digest>),
-    Start(OperationId),
-    Gate(OperationId, GateLevel, GateVerdict),
-    Exception(OperationId, RecordId),
-    Terminal(OperationId, RecordType),
+    Bind(Option<Digest>),
+    Start,
+    Gate(GateLevel, GateVerdict),
+    Exception(RecordId),
+    Terminal,
     Close(CloseDisposition),
+}
+
+/// One evidence record as the lifecycle rules see it: its fields and its typed references.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub(crate) fields: Fields<'a>,
+    pub(crate) record_type: RecordType,
+    pub(crate) operation_id: Option<&'a OperationId>,
+    pub(crate) supersedes_record_id: Option<&'a RecordId>,
+}
+
+impl<'a> View<'a> {
+    pub(crate) fn of(r: &'a EvidenceRecord) -> Self {
+        Self {
+            fields: Fields::of(r),
+            record_type: r.record_type,
+            operation_id: r.operation_id.as_ref(),
+            supersedes_record_id: r.supersedes_record_id.as_ref(),
+        }
+    }
 }
 
 impl ChainTracker {
@@ -185,26 +205,20 @@ impl ChainTracker {
 
     /// Checks and accepts one evidence record. On failure nothing changes.
     pub fn push(&mut self, record: &EvidenceRecord) -> Result<(), FailureDetail> {
-        let pending = self.check(record)?;
-        self.apply(record, pending);
+        let view = View::of(record);
+        let value = self.check_integrity(&view.fields, &record.chain_hash)?;
+        let change = if self.family == Family::Evidence {
+            self.check_lifecycle(&view, &value)?
+        } else {
+            Change::None
+        };
+        self.accept(&view, &record.chain_hash, change);
         Ok(())
     }
 
-    /// Checks one evidence record against the chain so far, changing nothing.
-    pub(crate) fn check(&self, record: &EvidenceRecord) -> Result<Pending, FailureDetail> {
-        let f = Fields::of(record);
-        let value = self.check_integrity(&f, &record.chain_hash)?;
-        if self.family == Family::Evidence {
-            self.check_lifecycle(record, &f, &value).map(Pending)
-        } else {
-            Ok(Pending(Change::None))
-        }
-    }
-
-    /// Accepts a record [`Self::check`] passed.
-    pub(crate) fn apply(&mut self, record: &EvidenceRecord, pending: Pending) {
-        let f = Fields::of(record);
-        self.accept(&f, &record.chain_hash, Some(record.record_type), pending.0);
+    /// Accepts a record [`Self::check_sealed`] passed.
+    pub(crate) fn apply(&mut self, view: &View<'_>, chain_hash: &Digest, pending: Pending) {
+        self.accept(view, chain_hash, pending.0);
     }
 
     /// Checks one journal record's integrity without accepting it.
@@ -223,43 +237,60 @@ impl ChainTracker {
         chain_hash: &Digest,
     ) -> Result<(), FailureDetail> {
         self.check_integrity(f, chain_hash)?;
-        self.accept(f, chain_hash, None, Change::None);
+        self.set_head(f.sequence, chain_hash);
         Ok(())
     }
 
-    fn accept(
-        &mut self,
-        f: &Fields<'_>,
-        chain_hash: &Digest,
-        t: Option<RecordType>,
-        change: Change,
-    ) {
-        self.head = Some(ChainHead {
-            chain_id: self.chain_id.clone(),
-            sequence: f.sequence,
-            chain_hash: chain_hash.clone(),
-        });
+    /// Checks a journal record a store just sealed onto this tracker's head (its payload was
+    /// checked when it was prepared), changing nothing.
+    pub(crate) fn check_sealed_journal(&self, f: &Fields<'_>) -> Result<(), FailureDetail> {
+        self.check_link(f)
+    }
+
+    /// Accepts a journal record [`Self::check_sealed_journal`] passed.
+    pub(crate) fn accept_sealed_journal(&mut self, f: &Fields<'_>, chain_hash: &Digest) {
+        self.set_head(f.sequence, chain_hash);
+    }
+
+    fn set_head(&mut self, sequence: u64, chain_hash: &Digest) {
+        match &mut self.head {
+            Some(head) => {
+                head.sequence = sequence;
+                head.chain_hash = chain_hash.clone();
+            }
+            None => {
+                self.head = Some(ChainHead {
+                    chain_id: self.chain_id.clone(),
+                    sequence,
+                    chain_hash: chain_hash.clone(),
+                });
+            }
+        }
         self.checked += 1;
-        let Some(t) = t else { return };
+    }
+
+    fn accept(&mut self, v: &View<'_>, chain_hash: &Digest, change: Change) {
+        let f = &v.fields;
+        self.set_head(f.sequence, chain_hash);
         let l = &mut self.lifecycle;
-        l.types.push(t);
+        l.types.push(v.record_type);
         match change {
             Change::None => {}
             Change::Genesis(boundary, digest) => {
                 l.task_boundary_id = Some(boundary);
                 l.policy_digests.extend(digest);
             }
-            Change::Bind(op, digest) => {
+            Change::Bind(digest) => {
                 l.policy_digests.extend(digest);
-                if let Some(op) = op {
-                    l.prebound.insert(op);
+                if let Some(op) = v.operation_id {
+                    l.prebound.insert(op.clone());
                 }
             }
-            Change::Start(op) => {
-                l.prebound.remove(&op);
+            Change::Start => {
+                let Some(op) = v.operation_id else { return };
+                let op = l.prebound.take(op).unwrap_or_else(|| op.clone());
                 l.operations += 1;
-                let started_record_id = RecordId::new(f.record_id).ok();
-                if let Some(started_record_id) = started_record_id {
+                if let Ok(started_record_id) = RecordId::new(f.record_id) {
                     l.open.insert(
                         op,
                         OpenOperation {
@@ -271,21 +302,28 @@ impl ChainTracker {
                     );
                 }
             }
-            Change::Gate(op, level, verdict) => {
-                if let (Some(o), Ok(id)) = (l.open.get_mut(&op), RecordId::new(f.record_id)) {
+            Change::Gate(level, verdict) => {
+                if let Some(o) = v.operation_id.and_then(|op| l.open.get_mut(op))
+                    && let Ok(id) = RecordId::new(f.record_id)
+                {
                     o.gates.push((id, level, verdict));
                 }
             }
-            Change::Exception(op, gate) => {
+            Change::Exception(gate) => {
                 l.exceptions += 1;
-                if let Some(o) = l.open.get_mut(&op) {
+                if let Some(o) = v.operation_id.and_then(|op| l.open.get_mut(op)) {
                     o.excepted.push(gate);
                 }
             }
-            Change::Terminal(op, t) => {
-                l.open.remove(&op);
-                l.terminated.insert(op);
-                l.terminals.add(t);
+            Change::Terminal => {
+                if let Some(op) = v.operation_id {
+                    let op = l
+                        .open
+                        .remove_entry(op)
+                        .map_or_else(|| op.clone(), |(k, _)| k);
+                    l.terminated.insert(op);
+                }
+                l.terminals.add(v.record_type);
             }
             Change::Close(d) => l.closed = Some(d),
         }
@@ -354,34 +392,39 @@ impl ChainTracker {
                 }
             }
         }
-        let payload_digest = Digest::of_bytes(f.payload_json.as_bytes());
+        let payload_digest = record::digest_text(f.payload_json.as_bytes());
         if payload_digest.as_str() != f.payload_digest {
             return Err(FailureDetail::at(
                 V::PayloadDigestMismatch,
                 f,
                 format!(
-                    "payload_digest {} but the payload hashes to {payload_digest}",
-                    f.payload_digest
+                    "payload_digest {} but the payload hashes to {}",
+                    f.payload_digest,
+                    payload_digest.as_str()
                 ),
             ));
         }
-        let computed = record::chain_hash(f);
-        if &computed != chain_hash {
+        let computed = record::chain_hash_text(f);
+        if computed.as_str() != chain_hash.as_str() {
             return Err(FailureDetail::at(
                 V::ChainHashMismatch,
                 f,
-                format!("chain_hash {chain_hash} but the fields hash to {computed}"),
+                format!(
+                    "chain_hash {chain_hash} but the fields hash to {}",
+                    computed.as_str()
+                ),
             ));
         }
-        let expected_id = record::record_id_for(self.family, &self.chain_id, f.sequence)
-            .map_err(|e| FailureDetail::at(V::MalformedRecord, f, e.to_string()))?;
+        let expected_id = record::record_id_text(self.family, &self.chain_id, f.sequence);
         if expected_id.as_str() != f.record_id {
             return Err(FailureDetail::at(
                 V::MalformedRecord,
                 f,
                 format!(
-                    "record id `{}` is not `{expected_id}`, the id of sequence {}",
-                    f.record_id, f.sequence
+                    "record id `{}` is not `{}`, the id of sequence {}",
+                    f.record_id,
+                    expected_id.as_str(),
+                    f.sequence
                 ),
             ));
         }
@@ -398,52 +441,48 @@ impl ChainTracker {
     }
 
     /// Step 8 for evidence records.
-    fn check_lifecycle(
-        &self,
-        r: &EvidenceRecord,
-        f: &Fields<'_>,
-        value: &Value,
-    ) -> Result<Change, FailureDetail> {
-        match payload::parse(r.record_type, value) {
-            Ok(p) => self.check_parsed(r, f, p),
+    fn check_lifecycle(&self, v: &View<'_>, value: &Value) -> Result<Change, FailureDetail> {
+        match payload::parse(v.record_type, value) {
+            Ok(p) => self.check_parsed(v, p),
             Err(e) => Err(FailureDetail::at(
                 VerificationFailure::InvalidPayload,
-                f,
-                format!("{} payload: {e}", record::record_type_str(r.record_type)),
+                &v.fields,
+                format!("{} payload: {e}", record::record_type_str(v.record_type)),
             )),
         }
+    }
+
+    /// The record was sealed onto this chain's head (its sequence, link and chain).
+    fn check_link(&self, f: &Fields<'_>) -> Result<(), FailureDetail> {
+        let next = self.head.as_ref().map_or(0, |h| h.sequence + 1);
+        if f.sequence != next
+            || f.previous_chain_hash != self.head.as_ref().map(|h| h.chain_hash.as_str())
+            || f.chain_id != self.chain_id.as_str()
+        {
+            return Err(FailureDetail::at(
+                VerificationFailure::SequenceGap,
+                f,
+                "the record was not sealed onto this chain's head",
+            ));
+        }
+        Ok(())
     }
 
     /// Checks a record a store just sealed onto this tracker's head (so its sequence, link and
     /// hashes hold by construction) against the lifecycle rules, with its already parsed payload.
     pub(crate) fn check_sealed(
         &self,
-        record: &EvidenceRecord,
+        v: &View<'_>,
         parsed: Payload,
     ) -> Result<Pending, FailureDetail> {
-        let f = Fields::of(record);
-        let next = self.head.as_ref().map_or(0, |h| h.sequence + 1);
-        if record.sequence != next
-            || record.previous_chain_hash.as_ref() != self.head.as_ref().map(|h| &h.chain_hash)
-            || record.chain_id != self.chain_id
-        {
-            return Err(FailureDetail::at(
-                VerificationFailure::SequenceGap,
-                &f,
-                "the record was not sealed onto this chain's head",
-            ));
-        }
-        self.check_parsed(record, &f, parsed).map(Pending)
+        self.check_link(&v.fields)?;
+        self.check_parsed(v, parsed).map(Pending)
     }
 
-    fn check_parsed(
-        &self,
-        r: &EvidenceRecord,
-        f: &Fields<'_>,
-        parsed: Payload,
-    ) -> Result<Change, FailureDetail> {
+    fn check_parsed(&self, r: &View<'_>, parsed: Payload) -> Result<Change, FailureDetail> {
         use VerificationFailure as V;
         let l = &self.lifecycle;
+        let f = &r.fields;
         let fail = |code, detail: String| Err(FailureDetail::at(code, f, detail));
         if (r.record_type == RecordType::RecordSuperseded) != r.supersedes_record_id.is_some() {
             return fail(
@@ -451,7 +490,7 @@ impl ChainTracker {
                 "supersedes_record_id is set exactly on record_superseded records".into(),
             );
         }
-        if r.sequence == 0 {
+        if f.sequence == 0 {
             // Genesis: the boundary's `policy_bound`, without operation, with the snapshot bytes.
             return match parsed {
                 Payload::PolicyBound(p) if r.operation_id.is_none() => {
@@ -482,8 +521,8 @@ impl ChainTracker {
                 ),
             );
         }
-        let op = r.operation_id.as_ref();
-        let needs_open = |op: Option<&OperationId>| -> Result<OperationId, FailureDetail> {
+        let op = r.operation_id;
+        let needs_open = |op: Option<&OperationId>| -> Result<(), FailureDetail> {
             let Some(op) = op else {
                 return Err(FailureDetail::at(
                     V::OrphanRecord,
@@ -495,7 +534,7 @@ impl ChainTracker {
                 ));
             };
             if l.open.contains_key(op) {
-                Ok(op.clone())
+                Ok(())
             } else if l.terminated.contains(op) {
                 Err(FailureDetail::at(
                     if r.record_type.is_terminal() {
@@ -553,10 +592,7 @@ impl ChainTracker {
                         ),
                     );
                 }
-                Ok(Change::Bind(
-                    op.cloned(),
-                    new_digest.then_some(p.policy_digest),
-                ))
+                Ok(Change::Bind(new_digest.then_some(p.policy_digest)))
             }
             Payload::OperationStarted(_) => {
                 let Some(op) = op else {
@@ -568,15 +604,20 @@ impl ChainTracker {
                 if l.open.contains_key(op) || l.terminated.contains(op) {
                     return fail(V::OrphanRecord, format!("operation {op} started twice"));
                 }
-                Ok(Change::Start(op.clone()))
+                Ok(Change::Start)
             }
             Payload::GateEvaluated(g) => {
-                let op = needs_open(op)?;
-                Ok(Change::Gate(op, g.level, g.verdict))
+                needs_open(op)?;
+                Ok(Change::Gate(g.level, g.verdict))
             }
             Payload::ExceptionGranted(e) => {
-                let op = needs_open(op)?;
-                let open = &l.open[&op];
+                needs_open(op)?;
+                let Some((op, open)) = op.and_then(|op| l.open.get_key_value(op)) else {
+                    return fail(
+                        V::OrphanRecord,
+                        "exception_granted names no open operation".into(),
+                    );
+                };
                 let soft_deny = open.gates.iter().any(|(id, level, verdict)| {
                     id == &e.gate_record_id
                         && *level == GateLevel::Soft
@@ -597,7 +638,7 @@ impl ChainTracker {
                         format!("soft deny {} already has an exception", e.gate_record_id),
                     );
                 }
-                Ok(Change::Exception(op, e.gate_record_id))
+                Ok(Change::Exception(e.gate_record_id))
             }
             Payload::OperationDenied(_)
             | Payload::CallableCompleted(_)
@@ -605,8 +646,8 @@ impl ChainTracker {
             | Payload::OperationCancelled(_)
             | Payload::OperationTimedOut(_)
             | Payload::ExternalResultAmbiguous(_) => {
-                let op = needs_open(op)?;
-                Ok(Change::Terminal(op, r.record_type))
+                needs_open(op)?;
+                Ok(Change::Terminal)
             }
             Payload::TaskClosed(c) => {
                 if op.is_some() {
@@ -619,7 +660,7 @@ impl ChainTracker {
                         sequence: Some(open.started_sequence),
                         detail: format!(
                             "operation {op} started at sequence {} has no terminal record when the task closed at sequence {}",
-                            open.started_sequence, r.sequence
+                            open.started_sequence, f.sequence
                         ),
                     });
                 }
@@ -652,8 +693,7 @@ impl ChainTracker {
                 let target =
                     record::record_id_for(Family::Evidence, &self.chain_id, s.superseded_sequence)
                         .ok();
-                if s.superseded_sequence >= r.sequence
-                    || target.as_ref() != r.supersedes_record_id.as_ref()
+                if s.superseded_sequence >= f.sequence || target.as_ref() != r.supersedes_record_id
                 {
                     return fail(
                         V::OrphanRecord,

@@ -59,6 +59,10 @@ pub enum ExecutorError {
     /// An invalid limit (zero concurrency, a non-positive rate).
     #[error("invalid limit: {0}")]
     InvalidLimit(String),
+    /// The profile asked for is not what the composition provides (a profile never claims
+    /// more than its composition backs).
+    #[error("runtime profile: {0}")]
+    Profile(String),
 }
 
 /// Why an approval loop stopped instead of answering.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::Poll;
 
@@ -21,14 +21,19 @@ use warden_contracts::{
     ActionRef, AdmissionDecision, ApprovalId, ApprovalReceipt, ApprovalRequest, BackendRef,
     Capability, CapabilityEntry, CapabilityReport, CapabilityStatus, Capacity, DecisionEvent,
     DecisionReason, Digest, Disposition, ExecutionContext, ExecutionOutcome, ExecutionRequest,
-    Executor, Failure, Observer, PolicyEvaluator, PolicyQuery, ReasonCode, RequestId,
-    RuntimeProfile, Stage, StageEvent, StageStatus, Timestamp,
+    Executor, Failure, Observer, OperationId, PolicyEvaluator, PolicyQuery, ReasonCode, RecordId,
+    RequestId, RuntimeProfile, Stage, StageEvent, StageStatus, Timestamp,
 };
+use warden_evidence::payload::{GateLevel, GateVerdict};
+use warden_evidence::{GateEvaluation, OperationStart};
 use warden_policy::{Containment, NetworkRequirement, Requirement};
 
 use crate::admission::{Clock, SystemClock};
 use crate::cancel::CancelToken;
 use crate::error::ExecutorError;
+use crate::governed::{
+    self, ExecutionReport, GovRun, Governance, OpState, Phase, StartAnswer, digest_of,
+};
 use crate::interceptor::{CallView, ErrorDisposition, Handlers, HookVerdict, InvocationFailure};
 use crate::plan::{ExecutionPlan, PlanCache, StageMode};
 use crate::registry::{Entry, Registry};
@@ -78,6 +83,8 @@ pub struct ExecutorBuilder {
     observers: Vec<Arc<dyn Observer>>,
     clock: Arc<dyn Clock>,
     approval_ttl_ms: u64,
+    profile: Option<RuntimeProfile>,
+    governance: Option<Governance>,
 }
 
 impl fmt::Debug for ExecutorBuilder {
@@ -103,6 +110,8 @@ impl ExecutorBuilder {
             observers: Vec::new(),
             clock: Arc::new(SystemClock),
             approval_ttl_ms: DEFAULT_APPROVAL_TTL_MS,
+            profile: None,
+            governance: None,
         }
     }
 
@@ -200,6 +209,23 @@ impl ExecutorBuilder {
         self.approval_ttl_ms = ttl.max(1);
         self
     }
+    /// Governs the executor: every request that passes admission opens an operation on the
+    /// task boundary's chain, records each gate, and invokes only through the reducer's permit
+    /// (docs/executor.md, "Governed execution"). The executor's profile becomes the
+    /// boundary's (`governed` or `certifiable`). The boundary's policy must be one of the
+    /// executor's evaluators.
+    pub fn governance(mut self, governance: Governance) -> Self {
+        self.governance = Some(governance);
+        self
+    }
+    /// Asserts the runtime profile this composition must run under; `build` refuses a profile
+    /// the composition does not back: `governed`/`certifiable` need [`Self::governance`] with
+    /// that profile, `minimal` none, and `durable` (a Run state store) is not provided by
+    /// Warden yet. Without it the profile follows from the governance (or is `minimal`).
+    pub fn profile(mut self, profile: RuntimeProfile) -> Self {
+        self.profile = Some(profile);
+        self
+    }
 
     /// Freezes the registry and handler set into an executor.
     pub fn build(self) -> Result<ActionExecutor, ExecutorError> {
@@ -212,6 +238,41 @@ impl ExecutorBuilder {
                 return Err(ExecutorError::DuplicatePolicy {
                     digest: p.snapshot().digest.to_string(),
                 });
+            }
+        }
+        let profile = match (self.profile, &self.governance) {
+            (Some(RuntimeProfile::Durable), _) => {
+                return Err(ExecutorError::Profile(
+                    "`durable` needs a Run state store, which this composition does not provide"
+                        .into(),
+                ));
+            }
+            (None | Some(RuntimeProfile::Minimal), None) => RuntimeProfile::Minimal,
+            (Some(p), None) => {
+                return Err(ExecutorError::Profile(format!(
+                    "`{}` needs governance (a task boundary's evidence recorder)",
+                    profile_name(p)
+                )));
+            }
+            (None, Some(g)) => g.profile(),
+            (Some(p), Some(g)) => {
+                if p != g.profile() {
+                    return Err(ExecutorError::Profile(format!(
+                        "asked for `{}`, the governance records `{}`",
+                        profile_name(p),
+                        profile_name(g.profile())
+                    )));
+                }
+                p
+            }
+        };
+        if let Some(g) = &self.governance {
+            let bound = &g.recorder().binding().policy;
+            if !self.policies.iter().any(|p| p.snapshot() == bound) {
+                return Err(ExecutorError::Profile(format!(
+                    "the task boundary is bound to policy {}, which no evaluator of this executor holds",
+                    bound.digest
+                )));
             }
         }
         let backend_digest = match &self.backend {
@@ -233,9 +294,11 @@ impl ExecutorBuilder {
             observers: self.observers,
             clock: self.clock,
             approval_ttl_ms: self.approval_ttl_ms,
-            profile: RuntimeProfile::Minimal,
+            profile,
+            governance: self.governance,
             approvals: Mutex::new(ApprovalBook::default()),
             idempotency: Mutex::new(HashMap::new()),
+            replays: Mutex::new(HashMap::new()),
             seq: AtomicU64::new(0),
         })
     }
@@ -359,9 +422,13 @@ pub struct ActionExecutor {
     clock: Arc<dyn Clock>,
     approval_ttl_ms: u64,
     profile: RuntimeProfile,
+    governance: Option<Governance>,
     plans: PlanCache,
     approvals: Mutex<ApprovalBook>,
     idempotency: Mutex<HashMap<IdemKey, IdemState>>,
+    /// Governed: the outcomes of keyed operations this process closed, so a replay in this
+    /// process answers the full outcome (evidence keeps only digests).
+    replays: Mutex<HashMap<OperationId, ExecutionOutcome>>,
     seq: AtomicU64,
 }
 
@@ -478,6 +545,42 @@ impl ActionExecutor {
         self.profile
     }
 
+    /// The governance (governed and certifiable profiles): the task boundary's recorder.
+    pub fn governance(&self) -> Option<&Governance> {
+        self.governance.as_ref()
+    }
+
+    /// The operation that used approval `approval_id`, if one did: single use is durable in
+    /// the governed profiles (the store's `approval_uses` index, written with the
+    /// `operation_started` that consumed it, survives restarts); in the minimal profile this
+    /// process's memory is all there is (`None` unless governed, see
+    /// [`Self::approval_used_here`]).
+    pub async fn approval_use(
+        &self,
+        approval_id: &ApprovalId,
+    ) -> Result<Option<warden_evidence::OperationRef>, warden_evidence::GovernanceError> {
+        let Some(g) = &self.governance else {
+            return Ok(None);
+        };
+        g.recorder()
+            .store()
+            .find_approval_use(approval_id)
+            .await
+            .map_err(|source| warden_evidence::GovernanceError::Evidence {
+                call_executed: false,
+                source,
+            })
+    }
+
+    /// Whether this executor (this process) accepted receipt `approval_id` already.
+    pub fn approval_used_here(&self, approval_id: &ApprovalId) -> bool {
+        self.approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .used
+            .contains_key(approval_id)
+    }
+
     /// How many plans are compiled and cached.
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
@@ -539,7 +642,7 @@ impl ActionExecutor {
                 evaluator,
                 &self.handlers,
                 (required, optional),
-                false,
+                self.governance.is_some(),
             )
         })
     }
@@ -555,9 +658,33 @@ impl ActionExecutor {
         context: &ExecutionContext,
         options: ExecuteOptions,
     ) -> ExecutionOutcome {
+        self.execute_reported(request, context, options)
+            .await
+            .outcome
+    }
+
+    /// [`Self::execute_with`], also answering what governed evidence recorded for the request:
+    /// its operation, every receipt (with its record type), the operation an idempotency key
+    /// replayed, and an evidence failure (`call_executed()` says on which side of the call).
+    #[allow(clippy::too_many_lines)] // one race, one close: they read best together
+    pub async fn execute_reported(
+        &self,
+        request: ExecutionRequest,
+        context: &ExecutionContext,
+        options: ExecuteOptions,
+    ) -> ExecutionReport {
         let invoked = AtomicBool::new(false);
         let degraded: OnceLock<Vec<CapabilityEntry>> = OnceLock::new();
         let mut idem: Option<IdemGuard<'_>> = None;
+        let state = tokio::sync::Mutex::new(OpState::default());
+        let shield = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let gov = self.governance.as_ref().map(|governance| GovRun {
+            governance,
+            state: &state,
+            shield: &shield,
+            stop: &stop,
+        });
         let trace = Trace {
             observers: &self.observers,
             request_id: request.request_id(),
@@ -586,6 +713,7 @@ impl ActionExecutor {
                     Progress {
                         invoked: &invoked,
                         degraded: &degraded,
+                        gov,
                     },
                     &mut idem,
                     &trace,
@@ -593,19 +721,34 @@ impl ActionExecutor {
                 let mut pipeline = pin!(CatchUnwind::new(pipeline));
                 let mut sleep = pin!(sleep);
                 let mut cancelled = pin!(cancelled);
+                let (mut cancel_fired, mut time_fired) = (false, false);
                 let raced = std::future::poll_fn(|cx| {
                     if let Poll::Ready(o) = pipeline.as_mut().poll(cx) {
                         return Poll::Ready(Race::Done(o));
                     }
-                    if let Some(c) = cancelled.as_mut().as_pin_mut()
+                    if !cancel_fired
+                        && let Some(c) = cancelled.as_mut().as_pin_mut()
                         && c.poll(cx).is_ready()
                     {
-                        return Poll::Ready(Race::Cancelled);
+                        cancel_fired = true;
                     }
-                    if let Some(s) = sleep.as_mut().as_pin_mut()
+                    if !time_fired
+                        && let Some(s) = sleep.as_mut().as_pin_mut()
                         && s.poll(cx).is_ready()
                     {
-                        return Poll::Ready(Race::TimedOut);
+                        time_fired = true;
+                    }
+                    if cancel_fired || time_fired {
+                        // Evidence work in progress finishes first (it wakes this task when
+                        // done); the pipeline then stops before it could mint a token.
+                        stop.store(true, Ordering::Release);
+                        if shield.load(Ordering::Acquire) == 0 {
+                            return Poll::Ready(if cancel_fired {
+                                Race::Cancelled
+                            } else {
+                                Race::TimedOut
+                            });
+                        }
                     }
                     Poll::Pending
                 })
@@ -627,6 +770,24 @@ impl ActionExecutor {
                 }
             }
         };
+        // The governed operation's one terminal record, outside the race: the pipeline (and
+        // any handle it held) is gone, and this is bounded evidence work.
+        let governed = self.governance.is_some();
+        let mut st = state.into_inner();
+        let outcome = if governed {
+            governed::close(&mut st, outcome, deadline).await
+        } else {
+            outcome
+        };
+        if let (Some(op), Some(_), Phase::Closed) =
+            (&st.operation_id, request.idempotency_key(), &st.phase)
+        {
+            let mut replays = self.replays.lock().unwrap_or_else(PoisonError::into_inner);
+            if replays.len() >= 4096 {
+                replays.clear();
+            }
+            replays.insert(op.clone(), outcome.clone());
+        }
         if let Some(guard) = idem.take() {
             guard.complete(&outcome);
         }
@@ -634,7 +795,13 @@ impl ActionExecutor {
         for o in &self.observers {
             o.on_outcome(&outcome);
         }
-        outcome
+        ExecutionReport {
+            outcome,
+            operation_id: st.operation_id,
+            receipts: st.receipts,
+            replay_of: st.replay_of,
+            evidence_error: st.error,
+        }
     }
 
     /// Runs a turn's calls concurrently; a denial carrying `stop` cancels the calls still
@@ -896,7 +1063,9 @@ impl ActionExecutor {
             "request agrees with its trusted context",
             ReasonCode::ContextMismatch,
         );
-        if let Some(key) = request.idempotency_key() {
+        // Ungoverned idempotency is this process's memory; governed keys are durable and
+        // checked when the operation opens (stage 5).
+        if let Some(key) = request.idempotency_key().filter(|_| progress.gov.is_none()) {
             let key = IdemKey {
                 principal: context.authenticated_principal().id.to_string(),
                 scope: context.execution_scope().describe(),
@@ -953,13 +1122,84 @@ impl ActionExecutor {
         };
         trace.allow(Stage::Admit, "capacity", "admitted", ReasonCode::Capacity);
 
-        // 5. Governed evidence checkpoint (skipped in the minimal profile).
-        self.planned_skip(trace, &plan, Stage::EvidenceStart);
+        // 5. Governed evidence checkpoint: open the operation (`policy_bound` and
+        // `operation_started`, both receipts required), or answer an idempotent replay. Only
+        // requests that passed admission get here: deferrals and containment denials never
+        // open an operation.
+        let bound: Vec<ApprovalReceipt>;
+        let mut unbound: Vec<String> = Vec::new();
+        let approvals: &[ApprovalReceipt] = match progress.gov {
+            None => {
+                self.planned_skip(trace, &plan, Stage::EvidenceStart);
+                approvals
+            }
+            Some(run) => {
+                trace.ran(Stage::EvidenceStart);
+                let (start, receipt) = match self
+                    .operation_start(&plan, request, context, &args, approvals, &mut unbound)
+                    .await
+                {
+                    Ok(s) => s,
+                    Err(reason) => {
+                        return self.refuse(
+                            trace,
+                            Stage::EvidenceStart,
+                            request,
+                            reason,
+                            "evidence",
+                            false,
+                        );
+                    }
+                };
+                match run.start(start).await {
+                    StartAnswer::Started => {}
+                    StartAnswer::Replay(replay) => {
+                        tracing::debug!(request = %request.request_id(), operation = %replay.operation.operation_id, "idempotent replay from evidence");
+                        return Ended::Outcome(self.replayed(&replay, request));
+                    }
+                    StartAnswer::Refused(reason) => {
+                        return self.refuse(
+                            trace,
+                            Stage::EvidenceStart,
+                            request,
+                            reason,
+                            "evidence",
+                            false,
+                        );
+                    }
+                }
+                trace.allow(
+                    Stage::EvidenceStart,
+                    "evidence",
+                    "operation started",
+                    ReasonCode::Evidence,
+                );
+                bound = receipt.into_iter().collect();
+                &bound
+            }
+        };
+        let pass = Pass {
+            approvals,
+            unbound: &unbound,
+        };
 
         // 6–8. Session gate, intrinsic guards, policy and security hooks on the request's
-        // arguments.
+        // arguments (each evaluation recorded as it is produced, when governed).
+        let site = match gate_site(progress.gov, &args, false) {
+            Ok(s) => s,
+            Err(reason) => {
+                return self.refuse(
+                    trace,
+                    Stage::SessionGate,
+                    request,
+                    reason,
+                    "evidence",
+                    false,
+                );
+            }
+        };
         if let Some(ended) = self
-            .gate_and_guards(trace, &plan, request, context, &args, false)
+            .gate_and_guards(trace, &plan, request, context, &args, false, site.as_ref())
             .await
         {
             return ended;
@@ -968,7 +1208,7 @@ impl ActionExecutor {
         let mut approved: Vec<ApprovalId> = Vec::new();
         let mut changed = false;
         match self
-            .authorize(&plan, request, context, &args, approvals, false)
+            .authorize(&plan, request, context, &args, &pass, false, site.as_ref())
             .await
         {
             Security::Allow {
@@ -1074,14 +1314,27 @@ impl ActionExecutor {
                 ReasonCode::Transform,
             );
             trace.ran(Stage::Reauthorize);
+            let site = match gate_site(progress.gov, &args, true) {
+                Ok(s) => s,
+                Err(reason) => {
+                    return self.refuse(
+                        trace,
+                        Stage::Reauthorize,
+                        request,
+                        reason,
+                        "evidence",
+                        false,
+                    );
+                }
+            };
             if let Some(ended) = self
-                .gate_and_guards(trace, &plan, request, context, &args, true)
+                .gate_and_guards(trace, &plan, request, context, &args, true, site.as_ref())
                 .await
             {
                 return ended;
             }
             match self
-                .authorize(&plan, request, context, &args, approvals, true)
+                .authorize(&plan, request, context, &args, &pass, true, site.as_ref())
                 .await
             {
                 Security::Allow { approved_by, .. } => {
@@ -1152,8 +1405,47 @@ impl ActionExecutor {
             );
         }
 
-        // 12. Evidence checkpoint before invocation (skipped in the minimal profile).
-        self.planned_skip(trace, &plan, Stage::EvidenceInvoke);
+        // 12. The pre-call evidence checkpoint: the reducer's permit, or its recorded denial.
+        match progress.gov {
+            None => self.planned_skip(trace, &plan, Stage::EvidenceInvoke),
+            Some(run) => {
+                trace.ran(Stage::EvidenceInvoke);
+                if let Err((reason, evaluator)) = run.checkpoint().await {
+                    return self.refuse(
+                        trace,
+                        Stage::EvidenceInvoke,
+                        request,
+                        reason,
+                        evaluator,
+                        false,
+                    );
+                }
+                if run.stop_requested() {
+                    // Cancelled or timed out while evidence was being written: the race ends
+                    // the request here, before a token exists.
+                    std::future::pending::<()>().await;
+                }
+                if let Err(e) = run.begin().await {
+                    return Ended::Outcome(ExecutionOutcome::Failed {
+                        request_id: request.request_id().clone(),
+                        profile: self.profile,
+                        failure: Failure {
+                            kind: "evidence".into(),
+                            message: format!("the call was not started: {e}"),
+                        },
+                        call_executed: false,
+                        evidence: Vec::new(),
+                        degradations: Vec::new(),
+                    });
+                }
+                trace.allow(
+                    Stage::EvidenceInvoke,
+                    "evidence",
+                    "pre-call checkpoint complete",
+                    ReasonCode::Evidence,
+                );
+            }
+        }
 
         // 13. Consume the token and invoke once.
         trace.ran(Stage::Invoke);
@@ -1392,7 +1684,9 @@ impl ActionExecutor {
         Ok(())
     }
 
-    /// The session gate (first pass: its own stage) and intrinsic guards.
+    /// The session gate (first pass: its own stage) and intrinsic guards, each evaluation
+    /// recorded as a hard gate when governed.
+    #[allow(clippy::too_many_arguments)]
     async fn gate_and_guards(
         &self,
         trace: &Trace<'_>,
@@ -1401,6 +1695,7 @@ impl ActionExecutor {
         context: &ExecutionContext,
         args: &Map<String, Value>,
         final_pass: bool,
+        site: Option<&GateSite<'_>>,
     ) -> Option<Ended> {
         let call = CallView {
             request_id: request.request_id(),
@@ -1413,6 +1708,9 @@ impl ActionExecutor {
             Stage::Reauthorize
         } else {
             Stage::SessionGate
+        };
+        let evidence_failed = |reason: DecisionReason, stage: Stage| {
+            self.refuse(trace, stage, request, reason, "evidence", false)
         };
         match &plan.gate {
             None => {
@@ -1431,6 +1729,31 @@ impl ActionExecutor {
                     Ok(Err(e)) => Some(format!("the session gate failed: {e}")),
                     Err(panic) => Some(format!("the session gate panicked: {panic}")),
                 };
+                if let Some(site) = site {
+                    let (verdict, reason) = match &refusal {
+                        Some(message) => (
+                            GateVerdict::Deny,
+                            DecisionReason::new(ReasonCode::GateDenied, message.clone()),
+                        ),
+                        None => (
+                            GateVerdict::Allow,
+                            DecisionReason::new(ReasonCode::GateDenied, "the session gate allowed"),
+                        ),
+                    };
+                    if let Err(r) = site
+                        .record(
+                            "session_gate",
+                            gate_stage,
+                            GateLevel::Hard,
+                            verdict,
+                            &reason,
+                            None,
+                        )
+                        .await
+                    {
+                        return Some(evidence_failed(r, gate_stage));
+                    }
+                }
                 if let Some(message) = refusal {
                     return Some(self.refuse(
                         trace,
@@ -1459,17 +1782,45 @@ impl ActionExecutor {
         if !final_pass {
             trace.ran(Stage::Guards);
         }
-        let tool_guard = plan.entry.tool.guard(args).err();
-        let refusal = tool_guard.or_else(|| plan.guards.iter().find_map(|g| g.check(&call).err()));
-        if let Some(message) = refusal {
-            return Some(self.refuse(
-                trace,
-                guard_stage,
-                request,
-                DecisionReason::new(ReasonCode::Guard, message),
-                "guard",
-                false,
-            ));
+        // The tool's own guard first (`guard.tool`), then the composition's in order
+        // (`guard.1`, …); the first refusal ends the pass.
+        let mut refusal = None;
+        let guards = std::iter::once(None).chain(plan.guards.iter().map(Some));
+        for (i, guard) in guards.enumerate() {
+            let result = match guard {
+                None => plan.entry.tool.guard(args),
+                Some(g) => g.check(&call),
+            };
+            if let Some(site) = site {
+                let name = if i == 0 {
+                    "guard.tool".to_owned()
+                } else {
+                    format!("guard.{i}")
+                };
+                let (verdict, reason) = match &result {
+                    Ok(()) => (
+                        GateVerdict::Allow,
+                        DecisionReason::new(ReasonCode::Guard, "the guard passed"),
+                    ),
+                    Err(message) => (
+                        GateVerdict::Deny,
+                        DecisionReason::new(ReasonCode::Guard, message.clone()),
+                    ),
+                };
+                if let Err(r) = site
+                    .record(&name, guard_stage, GateLevel::Hard, verdict, &reason, None)
+                    .await
+                {
+                    return Some(evidence_failed(r, guard_stage));
+                }
+            }
+            if let Err(message) = result {
+                refusal = Some(DecisionReason::new(ReasonCode::Guard, message));
+                break;
+            }
+        }
+        if let Some(reason) = refusal {
+            return Some(self.refuse(trace, guard_stage, request, reason, "guard", false));
         }
         if !final_pass {
             trace.allow(Stage::Guards, "guard", "guards passed", ReasonCode::Guard);
@@ -1477,17 +1828,46 @@ impl ActionExecutor {
         None
     }
 
-    /// One security pass: the policy, then every security hook, then approval receipts for an
-    /// escalation. In the final pass a hook may not change the arguments.
+    /// One security pass: the policy, then every security hook, then the soft denies (an
+    /// escalation or a soft hook's denial): an approval receipt bound to exactly this call
+    /// resolves the escalations, a recorded exception (governed) covers a soft deny, anything
+    /// unresolved escalates (or denies, when no authority could approve it). In the final pass
+    /// a hook may not change the arguments. Governed, every evaluation is recorded with its
+    /// level as it is produced; soft denies once their resolution is known, at the end of the
+    /// pass.
+    #[allow(clippy::too_many_arguments, clippy::too_many_lines)]
     async fn authorize(
         &self,
         plan: &ExecutionPlan,
         request: &ExecutionRequest,
         context: &ExecutionContext,
         args: &Map<String, Value>,
-        approvals: &[ApprovalReceipt],
+        pass: &Pass<'_>,
         final_pass: bool,
+        site: Option<&GateSite<'_>>,
     ) -> Security {
+        let stage = if final_pass {
+            Stage::Reauthorize
+        } else {
+            Stage::Authorize
+        };
+        let evidence_failed = |reason: DecisionReason| Security::Deny {
+            reason,
+            evaluator: "evidence".into(),
+            stop: false,
+        };
+        // Records one evaluation when governed (the reason is built only then).
+        macro_rules! record {
+            ($gate:expr, $level:expr, $verdict:expr, $reason:expr, $digest:expr) => {
+                if let Some(site) = site
+                    && let Err(r) = site
+                        .record($gate, stage, $level, $verdict, $reason, $digest)
+                        .await
+                {
+                    return evidence_failed(r);
+                }
+            };
+        }
         let query = PolicyQuery {
             request_id: request.request_id(),
             action: &plan.entry.descriptor,
@@ -1495,28 +1875,39 @@ impl ActionExecutor {
             context,
             session_id: request.session_id(),
         };
-        let mut escalation: Option<(DecisionReason, String, String)> = None;
-        match caught!(plan.policy.evaluate(&query)) {
-            Err(panic) => {
-                return Security::Deny {
-                    reason: DecisionReason::new(
-                        ReasonCode::EvaluatorFailed,
-                        format!("the policy evaluator panicked: {panic}"),
-                    ),
-                    evaluator: "policy".into(),
-                    stop: false,
-                };
-            }
-            Ok(Err(e)) => {
-                return Security::Deny {
-                    reason: DecisionReason::new(ReasonCode::EvaluatorFailed, e.to_string()),
-                    evaluator: "policy".into(),
-                    stop: false,
-                };
-            }
+        let mut pending: Vec<SoftDeny> = Vec::new();
+        let deny_hard = |reason: DecisionReason, evaluator: String| (reason, evaluator);
+        let policy_failure = match caught!(plan.policy.evaluate(&query)) {
+            Err(panic) => Some(deny_hard(
+                DecisionReason::new(
+                    ReasonCode::EvaluatorFailed,
+                    format!("the policy evaluator panicked: {panic}"),
+                ),
+                "policy".into(),
+            )),
+            Ok(Err(e)) => Some(deny_hard(
+                DecisionReason::new(ReasonCode::EvaluatorFailed, e.to_string()),
+                "policy".into(),
+            )),
             Ok(Ok(answer)) => match answer.disposition() {
-                Disposition::Allow => {}
+                Disposition::Allow => {
+                    record!(
+                        "policy",
+                        GateLevel::Hard,
+                        GateVerdict::Allow,
+                        answer.reason(),
+                        None
+                    );
+                    None
+                }
                 Disposition::Deny => {
+                    record!(
+                        "policy",
+                        GateLevel::Hard,
+                        GateVerdict::Deny,
+                        answer.reason(),
+                        None
+                    );
                     return Security::Deny {
                         reason: answer.reason().clone(),
                         evaluator: answer.evaluator().to_owned(),
@@ -1524,26 +1915,37 @@ impl ActionExecutor {
                     };
                 }
                 Disposition::Escalate => {
-                    escalation = Some((
-                        answer.reason().clone(),
-                        answer.evaluator().to_owned(),
-                        answer.authority().to_owned(),
-                    ));
-                }
-                Disposition::Defer => {
-                    return Security::Deny {
-                        reason: DecisionReason::new(
-                            ReasonCode::EvaluatorFailed,
-                            "the policy answered defer, which only capacity may",
-                        ),
+                    pending.push(SoftDeny {
+                        gate: "policy".into(),
+                        reason: answer.reason().clone(),
                         evaluator: answer.evaluator().to_owned(),
+                        authority: Some(answer.authority().to_owned()),
                         stop: false,
-                    };
+                        digest: None,
+                    });
+                    None
                 }
+                Disposition::Defer => Some(deny_hard(
+                    DecisionReason::new(
+                        ReasonCode::EvaluatorFailed,
+                        "the policy answered defer, which only capacity may",
+                    ),
+                    answer.evaluator().to_owned(),
+                )),
             },
+        };
+        if let Some((reason, evaluator)) = policy_failure {
+            record!("policy", GateLevel::Hard, GateVerdict::Deny, &reason, None);
+            return Security::Deny {
+                reason,
+                evaluator,
+                stop: false,
+            };
         }
         let mut current: Option<Map<String, Value>> = None;
-        for hook in &plan.security {
+        // The digest of the arguments the hooks see, once a hook replaced them.
+        let mut current_digest: Option<Digest> = None;
+        for (hook, level) in &plan.security {
             let call = CallView {
                 request_id: request.request_id(),
                 action: &plan.entry.descriptor,
@@ -1551,97 +1953,207 @@ impl ActionExecutor {
                 context,
                 session_id: request.session_id(),
             };
+            let name = hook.name();
+            let digest = current_digest.as_ref();
             let verdict = match caught!(hook.check(&call)) {
                 Ok(Ok(v)) => v,
-                Ok(Err(e)) => {
-                    return Security::Deny {
-                        reason: DecisionReason::new(
-                            ReasonCode::EvaluatorFailed,
-                            format!("security hook `{}` failed: {e}", hook.name()),
-                        ),
-                        evaluator: hook.name().to_owned(),
-                        stop: false,
+                failed => {
+                    // A failing evaluator never allows, whatever its level.
+                    let message = match failed {
+                        Ok(Err(e)) => format!("security hook `{name}` failed: {e}"),
+                        Err(panic) => format!("security hook `{name}` panicked: {panic}"),
+                        Ok(Ok(_)) => format!("security hook `{name}` failed"),
                     };
-                }
-                Err(panic) => {
+                    let reason = DecisionReason::new(ReasonCode::EvaluatorFailed, message);
+                    record!(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest);
                     return Security::Deny {
-                        reason: DecisionReason::new(
-                            ReasonCode::EvaluatorFailed,
-                            format!("security hook `{}` panicked: {panic}", hook.name()),
-                        ),
-                        evaluator: hook.name().to_owned(),
+                        reason,
+                        evaluator: name.to_owned(),
                         stop: false,
                     };
                 }
             };
+            let passed = || {
+                DecisionReason::new(
+                    ReasonCode::Permission,
+                    format!("security hook `{name}` passed"),
+                )
+            };
             match verdict {
-                HookVerdict::Pass => {}
+                HookVerdict::Pass => {
+                    record!(name, *level, GateVerdict::Allow, &passed(), digest);
+                }
                 HookVerdict::Replace(next) => {
                     if final_pass {
                         if &next != call.arguments {
-                            return Security::Deny {
-                                reason: DecisionReason::new(
-                                    ReasonCode::Transform,
-                                    format!(
-                                        "security hook `{}` changed the arguments during the final pass",
-                                        hook.name()
-                                    ),
+                            let reason = DecisionReason::new(
+                                ReasonCode::Transform,
+                                format!(
+                                    "security hook `{name}` changed the arguments during the final pass"
                                 ),
-                                evaluator: hook.name().to_owned(),
+                            );
+                            record!(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest);
+                            return Security::Deny {
+                                reason,
+                                evaluator: name.to_owned(),
                                 stop: false,
                             };
                         }
+                        record!(name, *level, GateVerdict::Allow, &passed(), digest);
                     } else {
+                        record!(name, *level, GateVerdict::Allow, &passed(), digest);
+                        if site.is_some() {
+                            match digest_of(&next) {
+                                Ok(d) => current_digest = Some(d),
+                                Err(r) => return evidence_failed(r),
+                            }
+                        }
                         current = Some(next);
                     }
                 }
-                HookVerdict::Deny { reason, stop } => {
-                    return Security::Deny {
-                        reason,
-                        evaluator: hook.name().to_owned(),
-                        stop,
-                    };
-                }
-                HookVerdict::Escalate { reason, authority } => {
-                    if escalation.is_none() {
-                        escalation = Some((reason, hook.name().to_owned(), authority));
+                HookVerdict::Deny { reason, stop } => match level {
+                    GateLevel::Hard => {
+                        record!(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest);
+                        return Security::Deny {
+                            reason,
+                            evaluator: name.to_owned(),
+                            stop,
+                        };
                     }
-                }
+                    GateLevel::Soft => pending.push(SoftDeny {
+                        gate: name.to_owned(),
+                        reason,
+                        evaluator: name.to_owned(),
+                        authority: None,
+                        stop,
+                        digest: current_digest.clone(),
+                    }),
+                    GateLevel::Advisory => {
+                        tracing::warn!(request = %request.request_id(), hook = name, reason = %reason.message, "advisory denial: the call proceeds");
+                        record!(
+                            name,
+                            GateLevel::Advisory,
+                            GateVerdict::Deny,
+                            &reason,
+                            digest
+                        );
+                    }
+                },
+                HookVerdict::Escalate { reason, authority } => match level {
+                    GateLevel::Advisory => {
+                        tracing::warn!(request = %request.request_id(), hook = name, reason = %reason.message, "advisory escalation: the call proceeds");
+                        record!(
+                            name,
+                            GateLevel::Advisory,
+                            GateVerdict::Deny,
+                            &reason,
+                            digest
+                        );
+                    }
+                    GateLevel::Hard | GateLevel::Soft => pending.push(SoftDeny {
+                        gate: name.to_owned(),
+                        reason,
+                        evaluator: name.to_owned(),
+                        authority: Some(authority),
+                        stop: false,
+                        digest: current_digest.clone(),
+                    }),
+                },
             }
         }
-        let Some((reason, evaluator, authority)) = escalation else {
+        if pending.is_empty() {
             return Security::Allow {
                 replacement: current,
                 approved_by: None,
             };
-        };
-        // An escalation: a presented receipt bound to exactly this call approves it.
+        }
+        // The soft denies: an approval receipt bound to exactly this call resolves every
+        // escalation; a recorded exception covers a soft deny; the rest stay unresolved.
         let evaluated = current.as_ref().unwrap_or(args);
-        if !approvals.is_empty() {
-            match self.match_receipt(plan, request, evaluated, approvals) {
-                Ok(id) => {
-                    return Security::Allow {
-                        replacement: current,
-                        approved_by: Some(id),
-                    };
-                }
-                Err(why) => {
-                    let message = format!("{} ({why})", reason.message);
-                    let mut reason = reason;
-                    reason.message = message;
-                    return Security::Escalate {
-                        reason,
-                        evaluator,
-                        authority,
-                        replaced: current,
-                    };
+        let approval =
+            if pending.iter().any(|p| p.authority.is_some()) && !pass.approvals.is_empty() {
+                Some(self.match_receipt(plan, request, evaluated, pass.approvals))
+            } else {
+                None
+            };
+        let approved_by = approval.as_ref().and_then(|a| a.as_ref().ok()).cloned();
+        let now = self.now();
+        let mut unresolved: Vec<SoftDeny> = Vec::new();
+        for p in pending {
+            let digest = p.digest.as_ref();
+            if p.authority.is_some()
+                && let Some(id) = &approved_by
+            {
+                let mut reason = p.reason.clone();
+                reason.code = ReasonCode::Approved;
+                reason.message = format!("{} (approved by receipt {id})", reason.message);
+                record!(
+                    &p.gate,
+                    GateLevel::Soft,
+                    GateVerdict::Allow,
+                    &reason,
+                    digest
+                );
+                continue;
+            }
+            if let Some(site) = site {
+                let id = match site
+                    .record(
+                        &p.gate,
+                        stage,
+                        GateLevel::Soft,
+                        GateVerdict::Deny,
+                        &p.reason,
+                        digest,
+                    )
+                    .await
+                {
+                    Ok(id) => id,
+                    Err(r) => return evidence_failed(r),
+                };
+                let covered_digest = digest.unwrap_or(&site.digest).clone();
+                if let Some(exception) = site.run.governance.exception_for(
+                    plan.entry.descriptor.name(),
+                    &p.gate,
+                    &covered_digest,
+                    now,
+                ) {
+                    if let Err(r) = site.run.exception(exception, id, covered_digest).await {
+                        return evidence_failed(r);
+                    }
+                    tracing::warn!(request = %request.request_id(), gate = %p.gate, exception = %exception.exception_id, "soft deny overridden by a recorded exception: any certificate is degraded");
+                    continue;
                 }
             }
+            unresolved.push(p);
+        }
+        if unresolved.is_empty() {
+            return Security::Allow {
+                replacement: current,
+                approved_by,
+            };
+        }
+        // A soft deny no authority can approve denies.
+        if let Some(p) = unresolved.iter().find(|p| p.authority.is_none()) {
+            return Security::Deny {
+                reason: p.reason.clone(),
+                evaluator: p.evaluator.clone(),
+                stop: p.stop,
+            };
+        }
+        let p = unresolved.remove(0);
+        let mut reason = p.reason;
+        match approval {
+            Some(Err(why)) => reason.message = format!("{} ({why})", reason.message),
+            _ if !pass.unbound.is_empty() => {
+                reason.message = format!("{} ({})", reason.message, pass.unbound.join("; "));
+            }
+            _ => {}
         }
         Security::Escalate {
             reason,
-            evaluator,
-            authority,
+            evaluator: p.evaluator,
+            authority: p.authority.unwrap_or_default(),
             replaced: current,
         }
     }
@@ -1778,6 +2290,152 @@ impl ActionExecutor {
         })
     }
 
+    /// Describes the operation stage 5 opens, from the trusted inputs only (ADR-0121's
+    /// operation-context factory): the canonical action and version, the validated arguments'
+    /// digest, the plan's pinned policy, the backend report the preflight used. Binds at most
+    /// one presented approval receipt (action, policy and expiry bound, never used, not an
+    /// answer to this very request): its single use is made durable by the store in the same
+    /// transaction as `operation_started`. An approved attempt's idempotency key is scoped to
+    /// its approval, so the escalated operation's key does not replay it.
+    async fn operation_start(
+        &self,
+        plan: &ExecutionPlan,
+        request: &ExecutionRequest,
+        context: &ExecutionContext,
+        args: &Map<String, Value>,
+        approvals: &[ApprovalReceipt],
+        unbound: &mut Vec<String>,
+    ) -> Result<(OperationStart, Option<ApprovalReceipt>), DecisionReason> {
+        let invalid = |e: String| {
+            DecisionReason::new(
+                ReasonCode::Evidence,
+                format!("the operation cannot be described: {e}"),
+            )
+        };
+        let operation_id = self
+            .mint_operation_id(request)
+            .map_err(|e| invalid(e.to_string()))?;
+        let mut start = OperationStart::from_request(operation_id, request, context)
+            .map_err(|e| invalid(e.to_string()))?;
+        let descriptor = &plan.entry.descriptor;
+        start.action = descriptor.name().to_owned();
+        start.action_version = Some(descriptor.version().to_owned());
+        start.arguments_digest = digest_of(args)?;
+        start.policy = Some(plan.policy.snapshot().clone());
+        if let Some(d) = &self.backend_digest {
+            start.capability_digest = Some(d.clone());
+        }
+        let policy = &plan.policy.snapshot().digest;
+        let now = self.now();
+        // The first receipt bound to this action and policy (and not expired) scopes the
+        // idempotency key, whether or not it can still be used: a repeat of an approved
+        // attempt replays it.
+        let mut scope: Option<ApprovalId> = None;
+        let candidates: Vec<ApprovalReceipt> = {
+            let book = self
+                .approvals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            approvals
+                .iter()
+                .filter(|r| {
+                    let id = r.approval_id();
+                    if let Err(m) =
+                        r.check_binding(descriptor.name(), r.arguments_digest(), Some(policy), now)
+                    {
+                        unbound.push(format!("receipt {id}: {m}"));
+                        return false;
+                    }
+                    if scope.is_none() {
+                        scope = Some(id.clone());
+                    }
+                    if book.used.contains_key(id) {
+                        unbound.push(format!("receipt {id} was already used"));
+                        return false;
+                    }
+                    if let Some((escalated, _)) = book.issued.get(id)
+                        && escalated == request.request_id()
+                    {
+                        unbound.push(format!(
+                            "receipt {id} answers request {escalated}: an approval starts a new attempt with a new request id"
+                        ));
+                        return false;
+                    }
+                    true
+                })
+                .cloned()
+                .collect()
+        };
+        let mut chosen = None;
+        for r in candidates {
+            match self.approval_use(r.approval_id()).await {
+                Ok(Some(used)) => unbound.push(format!(
+                    "receipt {} was already used by operation {}",
+                    r.approval_id(),
+                    used.operation_id
+                )),
+                Ok(None) => {
+                    chosen = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    return Err(DecisionReason::new(
+                        ReasonCode::Evidence,
+                        format!("approval uses cannot be read: {e}"),
+                    ));
+                }
+            }
+        }
+        if let Some(id) = &scope
+            && let Some(key) = &start.idempotency_key
+        {
+            start.idempotency_key = Some(format!("{key}\u{0}approval:{id}"));
+        }
+        if let Some(r) = &chosen {
+            start = start.with_approval(r.clone(), 2);
+        }
+        Ok((start, chosen))
+    }
+
+    /// A fresh operation id: unique per process (counter, clock, process id).
+    fn mint_operation_id(
+        &self,
+        request: &ExecutionRequest,
+    ) -> Result<OperationId, warden_contracts::ContractError> {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let d = Digest::of_bytes(
+            format!(
+                "operation\u{0}{}\u{0}{n}\u{0}{}\u{0}{nanos}\u{0}{}",
+                request.request_id(),
+                self.now().unix_millis(),
+                std::process::id()
+            )
+            .as_bytes(),
+        );
+        OperationId::new(format!("op-{}", &d.hex()[..24]))
+    }
+
+    /// The answer to an idempotency key that names an earlier operation: the full outcome
+    /// when this process closed it, else what its records say. Nothing runs.
+    fn replayed(
+        &self,
+        replay: &warden_evidence::Replay,
+        request: &ExecutionRequest,
+    ) -> ExecutionOutcome {
+        if let Some(o) = self
+            .replays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&replay.operation.operation_id)
+        {
+            return o.clone();
+        }
+        governed::replay_outcome(replay, request.request_id(), self.profile)
+    }
+
     /// Reports a reviewer's answer to the observers (used by the approval loop).
     pub(crate) fn observe_review(&self, request_id: &RequestId, decision: AdmissionDecision) {
         let event = DecisionEvent {
@@ -1799,6 +2457,86 @@ struct Progress<'a> {
     invoked: &'a AtomicBool,
     /// Optional containment the backend did not prove (set at admission).
     degraded: &'a OnceLock<Vec<CapabilityEntry>>,
+    /// The governed operation (governed and certifiable profiles).
+    gov: Option<GovRun<'a>>,
+}
+
+/// The receipts one request may use, and why presented ones were not bound (governed).
+struct Pass<'a> {
+    approvals: &'a [ApprovalReceipt],
+    unbound: &'a [String],
+}
+
+/// A soft deny waiting for its resolution at the end of a security pass: an escalation (with
+/// its authority) or a soft-level hook's denial (no authority can approve it).
+struct SoftDeny {
+    gate: String,
+    reason: DecisionReason,
+    evaluator: String,
+    authority: Option<String>,
+    stop: bool,
+    /// The arguments it evaluated, when a hook had replaced them.
+    digest: Option<Digest>,
+}
+
+/// Where one security pass records its gate evaluations (governed profiles).
+struct GateSite<'a> {
+    run: GovRun<'a>,
+    recheck: bool,
+    /// The pass's arguments.
+    digest: Digest,
+}
+
+impl GateSite<'_> {
+    #[allow(clippy::too_many_arguments)]
+    async fn record(
+        &self,
+        gate: &str,
+        stage: Stage,
+        level: GateLevel,
+        verdict: GateVerdict,
+        reason: &DecisionReason,
+        digest: Option<&Digest>,
+    ) -> Result<RecordId, DecisionReason> {
+        self.run
+            .gate(GateEvaluation {
+                gate: gate.to_owned(),
+                stage,
+                level,
+                verdict,
+                reason_code: reason.code,
+                rule: reason.rule.clone(),
+                source: reason.source.clone(),
+                arguments_digest: digest.unwrap_or(&self.digest).clone(),
+                recheck: self.recheck,
+            })
+            .await
+    }
+}
+
+/// The gate site of a pass over `args`, when governed.
+fn gate_site<'a>(
+    gov: Option<GovRun<'a>>,
+    args: &Map<String, Value>,
+    recheck: bool,
+) -> Result<Option<GateSite<'a>>, DecisionReason> {
+    match gov {
+        None => Ok(None),
+        Some(run) => Ok(Some(GateSite {
+            run,
+            recheck,
+            digest: digest_of(args)?,
+        })),
+    }
+}
+
+fn profile_name(p: RuntimeProfile) -> &'static str {
+    match p {
+        RuntimeProfile::Minimal => "minimal",
+        RuntimeProfile::Durable => "durable",
+        RuntimeProfile::Governed => "governed",
+        RuntimeProfile::Certifiable => "certifiable",
+    }
 }
 
 /// A capability's name as serialized (`network_off`).

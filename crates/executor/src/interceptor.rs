@@ -12,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use warden_contracts::{ActionDescriptor, DecisionReason, ExecutionContext, RequestId, SessionId};
+use warden_evidence::payload::GateLevel;
 
 /// What an interceptor sees of one call.
 #[derive(Debug, Clone, Copy)]
@@ -175,7 +176,7 @@ impl Scope {
 pub struct Handlers {
     pub(crate) gate: Option<Arc<dyn SessionGate>>,
     pub(crate) guards: Vec<(Scope, Arc<dyn Guard>)>,
-    pub(crate) security: Vec<(Scope, Arc<dyn SecurityHook>)>,
+    pub(crate) security: Vec<(Scope, Arc<dyn SecurityHook>, GateLevel)>,
     pub(crate) transforms: Vec<(Scope, Arc<dyn Transform>)>,
     pub(crate) post: Vec<(Scope, Arc<dyn PostHandler>)>,
     pub(crate) on_error: Vec<(Scope, Arc<dyn ErrorHandler>)>,
@@ -209,9 +210,28 @@ impl Handlers {
         self.guards.push((scope, guard));
         self
     }
-    /// Adds a security hook.
-    pub fn security(mut self, scope: Scope, hook: Arc<dyn SecurityHook>) -> Self {
-        self.security.push((scope, hook));
+    /// Adds a security hook whose denials are final (a `hard` gate).
+    pub fn security(self, scope: Scope, hook: Arc<dyn SecurityHook>) -> Self {
+        self.security_at(scope, hook, GateLevel::Hard)
+    }
+    /// Adds a security hook at a gate level (ADR-0121's reducer, in every profile):
+    ///
+    /// - `Hard`: a `Deny` is final;
+    /// - `Soft`: a `Deny` can be overridden by a recorded exception (governed profiles, see
+    ///   [`crate::Exception`]; the certificate is then `DEGRADED`), otherwise it denies;
+    /// - `Advisory`: a `Deny` or `Escalate` is recorded (a warning in the minimal profile, a
+    ///   `gate_evaluated` advisory deny in governed ones) and the call proceeds.
+    ///
+    /// An `Escalate` is always a soft deny with a named approval authority (an approval
+    /// receipt, or an exception, resolves it), except from an advisory hook. A hook that fails
+    /// or panics denies at every level.
+    pub fn security_at(
+        mut self,
+        scope: Scope,
+        hook: Arc<dyn SecurityHook>,
+        level: GateLevel,
+    ) -> Self {
+        self.security.push((scope, hook, level));
         self
     }
     /// Adds a transform.

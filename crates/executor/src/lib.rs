@@ -32,6 +32,7 @@ mod approval;
 mod cancel;
 mod error;
 mod executor;
+mod governed;
 mod interceptor;
 mod plan;
 mod policy;
@@ -47,6 +48,7 @@ pub use error::{ApprovalError, ExecutorError};
 pub use executor::{
     ActionExecutor, DEFAULT_APPROVAL_TTL_MS, ExecuteOptions, ExecutorBuilder, arguments_digest,
 };
+pub use governed::{Exception, ExecutionReport, Governance, RecordedReceipt};
 pub use interceptor::{
     CallView, ErrorDisposition, ErrorHandler, Guard, HandlerError, Handlers, HookVerdict,
     InvocationFailure, PostHandler, Scope, SecurityHook, SessionGate, Transform,
@@ -56,3 +58,10 @@ pub use policy::SnapshotPolicy;
 pub use registry::{Registry, Resolved};
 pub use token::InvocationToken;
 pub use tool::{Tool, ToolError};
+/// The evidence types governed execution works with (`warden-evidence`), re-exported so a
+/// composition root can govern an executor with this crate alone.
+pub use warden_evidence::payload::GateLevel;
+pub use warden_evidence::{
+    GovernanceBinding, GovernanceError, GovernedRecorder, OperationRef, PolicySnapshotBytes,
+    Recovered, TaskBoundary,
+};

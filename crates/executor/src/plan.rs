@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use warden_contracts::{ActionDescriptor, Capability, PolicyEvaluator, PolicySnapshotRef, Stage};
+use warden_evidence::payload::GateLevel;
 
 use crate::interceptor::{
     ErrorHandler, Guard, Handlers, PostHandler, SecurityHook, SessionGate, Transform,
@@ -56,7 +57,7 @@ pub struct ExecutionPlan {
     pub(crate) policy: Arc<dyn PolicyEvaluator>,
     pub(crate) gate: Option<Arc<dyn SessionGate>>,
     pub(crate) guards: Vec<Arc<dyn Guard>>,
-    pub(crate) security: Vec<Arc<dyn SecurityHook>>,
+    pub(crate) security: Vec<(Arc<dyn SecurityHook>, GateLevel)>,
     pub(crate) transforms: Vec<Arc<dyn Transform>>,
     pub(crate) post: Vec<Arc<dyn PostHandler>>,
     pub(crate) on_error: Vec<Arc<dyn ErrorHandler>>,
@@ -91,7 +92,12 @@ impl ExecutionPlan {
                 .collect()
         }
         let guards = pick(&handlers.guards, &name);
-        let security = pick(&handlers.security, &name);
+        let security = handlers
+            .security
+            .iter()
+            .filter(|(scope, _, _)| scope.covers(&name))
+            .map(|(_, h, level)| (h.clone(), *level))
+            .collect();
         let transforms = pick(&handlers.transforms, &name);
         let post = pick(&handlers.post, &name);
         let on_error = pick(&handlers.on_error, &name);
@@ -99,7 +105,7 @@ impl ExecutionPlan {
         let evidence = if governed {
             StageMode::Run
         } else {
-            StageMode::Skip("minimal profile: no governed evidence")
+            StageMode::Skip("ungoverned profile: no governed evidence")
         };
         let stages = [
             (Stage::Resolve, StageMode::Run),

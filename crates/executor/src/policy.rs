@@ -71,12 +71,12 @@ impl SnapshotPolicy {
             (None, d) if d == snapshot.default_decision() => ReasonCode::PolicyDefault,
             (None, _) => ReasonCode::Unparseable,
         };
-        let mut reason = DecisionReason::new(code, verdict.reason.clone());
+        let mut reason = DecisionReason::new(code, verdict.reason.to_string());
         if let Some(rule) = &verdict.rule {
-            reason = reason.with_rule(rule.clone());
+            reason = reason.with_rule(rule.to_string());
         }
         if let Some(source) = &verdict.source {
-            reason = reason.with_source(source.clone());
+            reason = reason.with_source(source.to_string());
         }
         if let Some(subject) = &verdict.subject {
             reason = reason.with_subject(subject.clone());

@@ -2,7 +2,8 @@
 //! transforms (gate 2), one distinct outcome per lifecycle case (gate 3), trusted context
 //! (gate 11), the registry, admission (leases never leak; limits hold under 1,000 concurrent
 //! requests), approvals and the denial bound, the LionAGI callback, `stop`, idempotency and bad
-//! input.
+//! input; governed execution on real SQLite evidence (`governed`) and crash injection with
+//! SIGKILLed child processes (`governed_crash`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
@@ -16,6 +17,11 @@ use serde_json::{Map, Value, json};
 use warden_contracts::*;
 use warden_executor::*;
 use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+
+#[path = "executor/governed.rs"]
+mod governed;
+#[path = "executor/governed_crash.rs"]
+mod governed_crash;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

@@ -150,7 +150,7 @@ impl Tally {
             (Some(rule), Some(source)) => {
                 *self
                     .rules
-                    .entry((rule.clone(), source.clone()))
+                    .entry((rule.to_string(), source.to_string()))
                     .or_default() += 1;
             }
             _ => self.uncovered.push(call),
@@ -160,11 +160,11 @@ impl Tally {
                 .rule
                 .iter()
                 .zip(verdict.source.iter())
-                .map(|(r, s)| (r.clone(), s.clone())),
+                .map(|(r, s)| (r.to_string(), s.to_string())),
         );
         for s in &verdict.subjects {
             if let (Some(r), Some(src)) = (&s.rule, &s.source) {
-                self.fired.insert((r.clone(), src.clone()));
+                self.fired.insert((r.to_string(), src.to_string()));
             }
         }
         if let (Some(t), Some(other)) = (&mut self.against, against) {

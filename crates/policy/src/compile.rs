@@ -6,6 +6,7 @@
 //! tool and by each pattern's literal prefix, so a decision never scans every rule.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 // The index maps are probed several times per decision with short keys: FxHash is several
 // times faster than SipHash there, and the keys come from the policy author, not the caller.
@@ -20,7 +21,9 @@ use crate::decl::{
 };
 use crate::error::{Location, PolicyError, RuleErrorKind};
 use crate::file::{LoadedPolicy, RuleList};
+use crate::guard::GuardSet;
 use crate::matcher::{PathEnv, Pattern};
+use crate::receipt::Approvers;
 use crate::rule::Rule;
 use crate::wildcard::Wildcard;
 
@@ -82,6 +85,8 @@ pub struct PolicyBuilder {
     env: PathEnv,
     first_label: Option<String>,
     containment: Option<Containment>,
+    guards: Option<GuardSet>,
+    approvers: Approvers,
 }
 
 impl Default for PolicyBuilder {
@@ -107,6 +112,8 @@ impl PolicyBuilder {
             },
             first_label: None,
             containment: None,
+            guards: None,
+            approvers: Approvers::new(),
         }
     }
 
@@ -136,6 +143,27 @@ impl PolicyBuilder {
             Some(prev) => prev.strictest(&c),
         });
         self
+    }
+
+    /// Sets the guards over content; with several calls (or files) the strictest applies
+    /// (the smallest size limit, every deny pattern, the strictest secret action).
+    pub fn guards(mut self, g: GuardSet) -> Self {
+        self.guards = Some(match self.guards.take() {
+            None => g,
+            Some(prev) => prev.strictest(&g),
+        });
+        self
+    }
+
+    /// Adds approver classes; a class declared again must have the same keys.
+    pub fn approvers(mut self, a: &Approvers) -> Result<Self, PolicyError> {
+        self.approvers
+            .merge(a)
+            .map_err(|e| PolicyError::Syntax {
+                at: Location::file("<library>"),
+                message: e.to_string(),
+            })?;
+        Ok(self)
     }
 
     /// Where relative path patterns are anchored and what `~/` means.
@@ -206,6 +234,10 @@ impl PolicyBuilder {
         if let Some(c) = &f.containment {
             self = self.containment(c.clone());
         }
+        if let Some(g) = &f.guards {
+            self = self.guards(crate::guard::compile_file_guards(policy, g)?);
+        }
+        crate::receipt::add_file_approvers(&mut self.approvers, policy)?;
         for (tool, profile) in &f.tools {
             let at = Location {
                 file: policy.label.clone(),
@@ -399,6 +431,29 @@ pub(crate) struct CompiledRule {
     pub(crate) tool_glob: Option<Wildcard>,
     /// The source's note, only when the source is trusted.
     pub(crate) note: Option<String>,
+    /// What a verdict cites and says, computed once when the snapshot is built so a decision
+    /// allocates nothing for them: the rule as cited, its source's name, and the reason.
+    pub(crate) cited: Arc<str>,
+    pub(crate) source_name: Arc<str>,
+    pub(crate) reason: Arc<str>,
+}
+
+impl CompiledRule {
+    /// Fills in what verdicts cite, once the rule's note and source are final.
+    fn finish(&mut self, source_name: &str) {
+        self.cited = self.rule.to_string().into();
+        self.source_name = source_name.into();
+        let what = match self.list {
+            ListKind::Deny => "denied by",
+            ListKind::Ask => "approval required by",
+            ListKind::Allow => "allowed by",
+        };
+        self.reason = match &self.note {
+            Some(note) => format!("{what} {}: {note}", self.rule),
+            None => format!("{what} {}", self.rule),
+        }
+        .into();
+    }
 }
 
 /// The rules of one list for one tool.
@@ -406,8 +461,25 @@ pub(crate) struct CompiledRule {
 pub(crate) struct ToolIndex {
     pub(crate) bare: Vec<u32>,
     pub(crate) keyed: FxHashMap<String, Vec<u32>>,
+    /// Which key lengths `keyed` holds (bit `n` for length `n`, bit 63 for 63 and longer): a
+    /// probe of a length no key has is skipped without hashing it.
+    pub(crate) key_lens: u64,
     pub(crate) carve_outs: Vec<u32>,
     pub(crate) has_specifier_rules: bool,
+}
+
+impl ToolIndex {
+    fn len_bit(len: usize) -> u64 {
+        1 << len.min(63)
+    }
+
+    /// The rules keyed under `probe`, if any.
+    pub(crate) fn keyed(&self, probe: &str) -> Option<&[u32]> {
+        if self.key_lens & Self::len_bit(probe.len()) == 0 {
+            return None;
+        }
+        self.keyed.get(probe).map(Vec::as_slice)
+    }
 }
 
 /// One list's index.
@@ -473,6 +545,10 @@ pub struct PolicySnapshot {
     pub(crate) profiles: BTreeMap<String, ToolProfile>,
     pub(crate) env: PathEnv,
     pub(crate) containment: Containment,
+    pub(crate) guards: GuardSet,
+    pub(crate) approvers: Approvers,
+    /// The default's reason for every tool the policy names, made once.
+    pub(crate) default_reasons: FxHashMap<String, Arc<str>>,
 }
 
 impl PolicySnapshot {
@@ -654,6 +730,9 @@ impl Compiler {
         for list in per_list {
             rules.extend(list);
         }
+        for rule in &mut rules {
+            rule.finish(&sources[rule.source].name);
+        }
         let lists = index(&rules);
 
         let id =
@@ -680,12 +759,30 @@ impl Compiler {
             canonical,
             default,
             sources,
+            default_reasons: rules
+                .iter()
+                .filter(|r| r.tool_glob.is_none())
+                .map(|r| r.rule.tool())
+                .chain(b.profiles.keys().map(String::as_str))
+                .map(|tool| (tool.to_owned(), default_reason(default, tool)))
+                .collect(),
             rules,
             lists,
             profiles: b.profiles.clone(),
             env: b.env.clone(),
             containment: b.containment.clone().unwrap_or_default(),
+            guards: b.guards.clone().unwrap_or_default(),
+            approvers: b.approvers.clone(),
         })
+    }
+}
+
+/// Why the default decided a call of `tool`.
+pub(crate) fn default_reason(default: Decision, tool: &str) -> Arc<str> {
+    match default {
+        Decision::Allow => "allowed by default".into(),
+        Decision::Ask => format!("no rule allows {tool}: approval required by default").into(),
+        Decision::Deny => format!("no rule allows {tool}: denied by default").into(),
     }
 }
 
@@ -732,6 +829,9 @@ fn compile_rule(
             carve_out: false,
             tool_glob: Some(Wildcard::new(rule.tool())),
             note: None,
+            cited: Arc::from(""),
+            source_name: Arc::from(""),
+            reason: Arc::from(""),
         }]);
     }
     let targets: Vec<String> = match b.aliases.get(rule.tool()) {
@@ -767,6 +867,9 @@ fn compile_rule(
             carve_out: rule.is_carve_out(),
             tool_glob: None,
             note: None,
+            cited: Arc::from(""),
+            source_name: Arc::from(""),
+            reason: Arc::from(""),
         });
     }
     Ok(out)
@@ -790,6 +893,7 @@ fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
             (Some(_), true) => t.carve_outs.push(id),
             (Some(p), false) => {
                 t.has_specifier_rules = true;
+                t.key_lens |= ToolIndex::len_bit(p.index_key().len());
                 t.keyed
                     .entry(p.index_key().to_owned())
                     .or_default()
@@ -848,5 +952,7 @@ fn canonical_form(
         "tools": b.profiles.iter().map(|(k, v)| (k.clone(), json!({"match": v.matcher.name(), "field": v.field}))).collect::<serde_json::Map<_, _>>(),
         "aliases": b.aliases,
         "containment": b.containment.clone().unwrap_or_default(),
+        "guards": b.guards.as_ref().map(|g| g.declared().clone()).unwrap_or_default(),
+        "approvers": b.approvers.canonical(),
     })
 }

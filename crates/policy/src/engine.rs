@@ -74,11 +74,11 @@ pub struct SubjectVerdict {
     /// Its decision.
     pub decision: Decision,
     /// The rule that decided it, or `None` for the default or a refusal without a rule.
-    pub rule: Option<String>,
+    pub rule: Option<Arc<str>>,
     /// The rule's source.
-    pub source: Option<String>,
+    pub source: Option<Arc<str>>,
     /// Why, for a person.
-    pub reason: String,
+    pub reason: Arc<str>,
     /// A constraint that matched no deny or ask rule: it takes no part in the fold.
     #[serde(skip)]
     pub neutral: bool,
@@ -92,11 +92,11 @@ pub struct Verdict {
     pub decision: Decision,
     /// The rule cited (`<tool>(<specifier as written>)`, or the bare tool name), or `None` when
     /// the default decided or the call could not be evaluated.
-    pub rule: Option<String>,
+    pub rule: Option<Arc<str>>,
     /// The cited rule's source.
-    pub source: Option<String>,
+    pub source: Option<Arc<str>>,
     /// Why, for a person (and the model).
-    pub reason: String,
+    pub reason: Arc<str>,
     /// The deciding subject's text, when the call has several subjects.
     pub subject: Option<String>,
     /// Every subject's decision.
@@ -168,7 +168,7 @@ impl Prepared {
 impl PolicySnapshot {
     /// Decides one call. Pure and deterministic.
     pub fn decide(&self, call: &Call) -> Verdict {
-        let split = self.split(call);
+        let split = self.split(call, false);
         self.fold(call, split)
     }
 
@@ -189,7 +189,7 @@ impl PolicySnapshot {
 
     /// The call's prepared subjects (empty when it cannot be split).
     pub(crate) fn prepared_subjects(&self, call: &Call) -> Vec<Prepared> {
-        match self.split(call) {
+        match self.split(call, true) {
             Split::Subjects(p) => p,
             Split::Refused(_) => Vec::new(),
         }
@@ -243,7 +243,9 @@ impl PolicySnapshot {
         out
     }
 
-    fn split(&self, call: &Call) -> Split {
+    /// Splits a call into prepared subjects; `keep` keeps each shell command whole for
+    /// explanations.
+    fn split(&self, call: &Call, keep: bool) -> Split {
         if call.tool == "bash" {
             let profile = self.profiles.get("bash");
             let field = profile.map_or("command", |p| p.field.as_str());
@@ -253,7 +255,7 @@ impl PolicySnapshot {
                     Ok(subjects) => Split::Subjects(
                         subjects
                             .into_iter()
-                            .map(|s| self.prepare_shell(call, s))
+                            .map(|s| self.prepare_shell(call, s, keep))
                             .collect(),
                     ),
                 };
@@ -281,12 +283,25 @@ impl PolicySnapshot {
     /// rules see its written words, deny and ask rules every normalized reading); an output
     /// redirect target is a `write` subject; an input target is a `read` constraint, which is
     /// unknown (so never neutral) only when `read` has a deny or ask rule it could have met.
-    fn prepare_shell(&self, call: &Call, s: shell::ShellSubject) -> Prepared {
+    fn prepare_shell(&self, call: &Call, s: shell::ShellSubject, keep: bool) -> Prepared {
         let c = match s {
             shell::ShellSubject::Command(c) => c,
             shell::ShellSubject::Write(r) => return self.prepare_redirect(call, r, "write", false),
             shell::ShellSubject::Read(r) => return self.prepare_redirect(call, r, "read", true),
         };
+        // Explanations keep the whole command; a decision moves its parts instead of copying.
+        let kept = keep.then(|| c.clone());
+        let shell::ShellCommand {
+            text,
+            written,
+            normalized,
+            also,
+            unknown,
+            extends,
+            hazards,
+            constraint,
+            ..
+        } = c;
         let kind = self.profiles.get("bash").map(|p| p.matcher);
         let (restrict, permit, also) = match kind {
             Some(MatcherKind::Shell) | None => {
@@ -294,27 +309,26 @@ impl PolicySnapshot {
                 // allow rules (and deny/ask carve-outs) only the written one.
                 let restrict = Value::Shell {
                     written: Vec::new(),
-                    normalized: c.normalized.clone(),
+                    normalized,
                 };
                 let permit = Value::Shell {
-                    written: c.written.clone(),
+                    written,
                     normalized: Vec::new(),
                 };
-                let also = c
-                    .also
-                    .iter()
+                let also = also
+                    .into_iter()
                     .map(|r| Value::Shell {
                         // Only deny and ask rules read these: the normalized side.
                         written: Vec::new(),
-                        normalized: r.clone(),
+                        normalized: r,
                     })
                     .collect();
                 (restrict, permit, also)
             }
             Some(_) => (
-                Value::Text(c.normalized.join(" ")),
-                Value::Text(c.written.join(" ")),
-                c.also.iter().map(|r| Value::Text(r.join(" "))).collect(),
+                Value::Text(normalized.join(" ")),
+                Value::Text(written.join(" ")),
+                also.iter().map(|r| Value::Text(r.join(" "))).collect(),
             ),
         };
         let field = self
@@ -322,24 +336,24 @@ impl PolicySnapshot {
             .get("bash")
             .map_or_else(|| "command".to_owned(), |p| p.field.clone());
         let mut args = serde_json::Map::with_capacity(1);
-        args.insert(field, Json::String(c.text.clone()));
+        args.insert(field, Json::String(text.clone()));
         let subject = Subject {
             tool: call.tool.clone(),
-            text: c.text.clone(),
+            text,
             args: Json::Object(args),
-            constrain: c.constraint,
+            constrain: constraint,
         };
         Prepared {
             subject,
             restrict,
             permit: Some(permit),
-            unknown: c.unknown.clone(),
+            unknown,
             also,
             allow_only: AllowOnly {
-                word_prefix: c.extends,
-                hazards: c.hazards.clone(),
+                word_prefix: extends,
+                hazards,
             },
-            shell: Some(c),
+            shell: kept,
         }
     }
 
@@ -442,8 +456,8 @@ impl PolicySnapshot {
             candidates.extend_from_slice(&t.bare);
             if !t.keyed.is_empty() {
                 for v in std::iter::once(value).chain(also) {
-                    v.for_each_probe(&mut |probe| {
-                        if let Some(ids) = t.keyed.get(probe) {
+                    v.for_each_probe_of_lengths(t.key_lens, &mut |probe| {
+                        if let Some(ids) = t.keyed(probe) {
                             candidates.extend_from_slice(ids);
                         }
                     });
@@ -521,17 +535,18 @@ impl PolicySnapshot {
 
     fn decide_subject(&self, p: &Prepared) -> SubjectVerdict {
         let tool = &p.subject.tool;
-        let verdict = |decision, rule: Option<&CompiledRule>, reason: String| SubjectVerdict {
+        let verdict = |decision, rule: Option<&CompiledRule>, reason: Arc<str>| SubjectVerdict {
             text: p.subject.text.clone(),
             tool: tool.clone(),
             decision,
-            rule: rule.map(|r| r.rule.to_string()),
-            source: rule.map(|r| self.sources[r.source].name.clone()),
+            rule: rule.map(|r| r.cited.clone()),
+            source: rule.map(|r| r.source_name.clone()),
             reason,
             neutral: false,
         };
+        let cite = |rule: &CompiledRule| rule.reason.clone();
         if let Some(rule) = self.first_match(ListKind::Deny, p) {
-            return verdict(Decision::Deny, Some(rule), cite("denied by", rule));
+            return verdict(Decision::Deny, Some(rule), cite(rule));
         }
         if matches!(p.restrict, Value::Missing) && self.tool_has_deny_rules(tool, true) {
             let field = self
@@ -543,15 +558,12 @@ impl PolicySnapshot {
                 None,
                 format!(
                     "`{field}` is missing or not a string, and {tool} has deny rules with a specifier: denied"
-                ),
+                )
+                .into(),
             );
         }
         if let Some(rule) = self.first_match(ListKind::Ask, p) {
-            return verdict(
-                Decision::Ask,
-                Some(rule),
-                cite("approval required by", rule),
-            );
+            return verdict(Decision::Ask, Some(rule), cite(rule));
         }
         if let Some(why) = &p.unknown {
             let decision =
@@ -569,7 +581,8 @@ impl PolicySnapshot {
                 None,
                 format!(
                     "the program cannot be known statically ({why}), so no rule can allow it: {outcome}"
-                ),
+                )
+                .into(),
             );
         }
         if p.subject.constrain {
@@ -582,9 +595,9 @@ impl PolicySnapshot {
             return v;
         }
         if let Some(rule) = self.first_match(ListKind::Allow, p) {
-            return verdict(Decision::Allow, Some(rule), cite("allowed by", rule));
+            return verdict(Decision::Allow, Some(rule), cite(rule));
         }
-        verdict(self.default, None, default_reason(self.default, tool))
+        verdict(self.default, None, self.default_reason(tool))
     }
 
     fn fold(&self, call: &Call, split: Split) -> Verdict {
@@ -593,13 +606,13 @@ impl PolicySnapshot {
             Split::Refused(why) => {
                 return self.verdict_without_subjects(
                     Decision::Deny,
-                    format!("{why}; denied whatever the default"),
+                    format!("{why}; denied whatever the default").into(),
                 );
             }
             Split::Subjects(p) if p.is_empty() => {
                 return self.verdict_without_subjects(
                     Decision::Deny,
-                    "the call splits into no subjects: denied".into(),
+                    Arc::from("the call splits into no subjects: denied"),
                 );
             }
             Split::Subjects(p) => p,
@@ -622,7 +635,7 @@ impl PolicySnapshot {
                     decision: self.default,
                     rule: None,
                     source: None,
-                    reason: default_reason(self.default, &call.tool),
+                    reason: self.default_reason(&call.tool),
                     subject: None,
                     subjects,
                     policy_digest: self.digest.clone(),
@@ -644,6 +657,7 @@ impl PolicySnapshot {
                         d.text,
                         join_and(&others)
                     )
+                    .into()
                 } else {
                     d.reason.clone()
                 };
@@ -662,7 +676,7 @@ impl PolicySnapshot {
         verdict
     }
 
-    fn verdict_without_subjects(&self, decision: Decision, reason: String) -> Verdict {
+    fn verdict_without_subjects(&self, decision: Decision, reason: Arc<str>) -> Verdict {
         Verdict {
             decision,
             rule: None,
@@ -683,18 +697,13 @@ fn slot(list: ListKind) -> usize {
     }
 }
 
-fn cite(what: &str, rule: &CompiledRule) -> String {
-    match &rule.note {
-        Some(note) => format!("{what} {}: {note}", rule.rule),
-        None => format!("{what} {}", rule.rule),
-    }
-}
-
-fn default_reason(default: Decision, tool: &str) -> String {
-    match default {
-        Decision::Allow => "allowed by default".into(),
-        Decision::Ask => format!("no rule allows {tool}: approval required by default"),
-        Decision::Deny => format!("no rule allows {tool}: denied by default"),
+impl PolicySnapshot {
+    /// Why the default decided a call of `tool`.
+    fn default_reason(&self, tool: &str) -> Arc<str> {
+        match self.default_reasons.get(tool) {
+            Some(reason) => reason.clone(),
+            None => crate::compile::default_reason(self.default, tool),
+        }
     }
 }
 
@@ -720,7 +729,7 @@ pub trait VerdictObserver: Send + Sync {
 /// struct Journal(Mutex<Vec<String>>);
 /// impl VerdictObserver for Journal {
 ///     fn observe(&self, _: &Call, v: &Verdict, _: Option<&SourceInfo>) {
-///         self.0.lock().unwrap().push(v.reason.clone());
+///         self.0.lock().unwrap().push(v.reason.to_string());
 ///     }
 /// }
 /// let snapshot = PolicyBuilder::new().default(Decision::Deny).build().unwrap();

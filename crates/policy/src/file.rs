@@ -181,12 +181,16 @@ pub struct PolicyFile {
     /// Reserved: operating modes (not supported yet; refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modes: Option<serde_json::Value>,
-    /// Reserved: approvers (not supported yet; refused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approvers: Option<serde_json::Value>,
+    /// Approver classes and their ed25519 public keys (`[approvers.NAME]`), for approval
+    /// receipts (docs/policy.md, "Approval receipts").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approvers: BTreeMap<String, crate::receipt::ApproverDecl>,
     /// What tool processes must be confined to (`[containment]`); absent means full containment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<crate::containment::Containment>,
+    /// Guards over content (`[guards]`: size limit, deny patterns, secrets; docs/guards.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guards: Option<crate::guard::Guards>,
     /// Reserved: subagent scope (not supported yet; refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<serde_json::Value>,
@@ -203,7 +207,6 @@ impl PolicyFile {
             ("preset", &self.preset),
             ("mcp", &self.mcp),
             ("modes", &self.modes),
-            ("approvers", &self.approvers),
             ("scope", &self.scope),
             ("directives", &self.directives),
         ] {

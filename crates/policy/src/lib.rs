@@ -44,7 +44,9 @@ mod engine;
 mod error;
 mod explain;
 mod file;
+pub mod guard;
 pub mod matcher;
+pub mod receipt;
 mod rule;
 pub mod shell;
 mod wildcard;
@@ -58,7 +60,9 @@ pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver
 pub use error::{Location, PolicyError, RuleErrorKind};
 pub use explain::{Explanation, RuleMatch, ShellTrace, SubjectTrace};
 pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
+pub use guard::{Finding, FindingKind, GuardError, GuardOutcome, GuardSet, Guards, SecretAction};
 pub use matcher::{MatcherKind, PathEnv};
+pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
 pub use wildcard::Wildcard;
 

@@ -328,13 +328,7 @@ fn exec_input_errors_exit_2_and_run_nothing() {
         Some(2),
         "an unknown mechanism is a usage error"
     );
-    let (out, _) = exec(
-        dir.path(),
-        "bash",
-        &json!({"command": "touch ran"}),
-        &["--evidence", "ev.db"],
-    );
-    input_error(&out, "issue 8");
+    // `--evidence` runs governed: crates/cli/tests/support/exec_evidence.rs.
     let receipt = write(dir.path(), "r.json", "{\"approval_id\": 1}");
     let (out, _) = exec(
         dir.path(),

@@ -101,6 +101,9 @@ fn normalize(host: url::Host<String>) -> Option<Host> {
 
 /// Prepares a URL field: see [`Value::prepare`].
 pub(super) fn prepare(text: &str) -> Value {
+    if let Some(host) = plain_host(text) {
+        return Value::Host(Host::Domain(host.to_owned()));
+    }
     let Ok(url) = url::Url::parse(text) else {
         return Value::Missing;
     };
@@ -118,6 +121,40 @@ pub(super) fn prepare(text: &str) -> Value {
         },
     };
     normalize(host).map_or(Value::Missing, Value::Host)
+}
+
+/// The host of a plain `http(s)://host[/?#…]` URL whose host the URL standard would leave as it
+/// is: lower-case ASCII letters, digits, `-` and `.`, no empty label, no `xn--` label (IDNA
+/// decodes those), and a last label starting with a letter (so it is never read as an IPv4
+/// number). Anything else (ports, userinfo, escapes, upper case, tabs) goes through the full
+/// parser.
+fn plain_host(text: &str) -> Option<&str> {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))?;
+    let end = rest
+        .bytes()
+        .position(|b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let host = &rest[..end];
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    {
+        return None;
+    }
+    let mut last = "";
+    for label in host.split('.') {
+        if label.is_empty() || label.starts_with("xn--") {
+            return None;
+        }
+        last = label;
+    }
+    last.as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_lowercase)
+        .then_some(host)
 }
 
 /// Calls `f` with every non-empty probe of a host: the domain and each parent suffix, or the IP
@@ -138,6 +175,52 @@ pub(super) fn probes(host: &Host, f: &mut dyn FnMut(&str)) {
             if let Some(v4) = a.to_ipv4_mapped() {
                 f(&v4.to_string());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain-host shortcut gives what the full WHATWG parse gives, and declines the rest.
+    #[test]
+    fn plain_host_agrees_with_the_url_parser() {
+        let taken = [
+            "https://docs.rs/x",
+            "http://a.b-c.example?q",
+            "https://x1.y2.z#f",
+            "https://host",
+            "https://a.x0x1f",
+            "https://localhost/",
+        ];
+        for text in taken {
+            let host = plain_host(text).unwrap_or_else(|| panic!("{text} declined"));
+            let url = url::Url::parse(text).unwrap();
+            assert_eq!(Some(host), url.host_str(), "{text}");
+        }
+        let declined = [
+            "https://Docs.rs/",
+            "https://docs.rs:443/",
+            "https://u@docs.rs/",
+            "https://127.0.0.1/",
+            "https://1.2.3/",
+            "https://a.0x1f.0x10/",
+            "https://a.0x1f",
+            "https://a..b/",
+            "https://a.b./",
+            "https://xn--nxasmq6b.com/",
+            "https://d%6fcs.rs/",
+            "https://do\tcs.rs/",
+            "https:\\\\docs.rs/",
+            " https://docs.rs/",
+            "HTTPS://docs.rs/",
+            "https:///x",
+            "ftp://docs.rs/",
+            "https://docs.rs\\evil.com/",
+        ];
+        for text in declined {
+            assert_eq!(plain_host(text), None, "{text}");
         }
     }
 }

@@ -252,19 +252,34 @@ impl Iterator for Joined<'_> {
 /// the first word (up to [`FIRST_WORD_CAP`] bytes, at character boundaries), the text before
 /// each of its first [`MAX_SPACES`] spaces, and the whole text.
 pub(super) fn text_probes(text: &str, f: &mut dyn FnMut(usize)) {
-    let first_space = text.find(' ').unwrap_or(text.len());
-    for (j, _) in text.char_indices().skip(1) {
-        if j > FIRST_WORD_CAP || j >= first_space {
-            break;
+    text_probes_of_lengths(text, u64::MAX, f);
+}
+
+/// [`text_probes`], but only the probes whose length's bit is set in `lens` (bit `n` for
+/// length `n`, bit 63 for 63 and longer): the rest are never candidates, so they are not
+/// produced at all.
+pub(super) fn text_probes_of_lengths(text: &str, lens: u64, f: &mut dyn FnMut(usize)) {
+    let want = |end: usize| lens & (1 << end.min(63)) != 0;
+    let bytes = text.as_bytes();
+    let first_space = bytes.iter().position(|&b| b == b' ').unwrap_or(bytes.len());
+    for j in 1..first_space.min(FIRST_WORD_CAP + 1) {
+        if want(j) && text.is_char_boundary(j) {
+            f(j);
         }
-        f(j);
     }
-    for (i, _) in text.match_indices(' ').take(MAX_SPACES) {
-        if i > 0 {
-            f(i);
+    let mut spaces = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b' ' {
+            spaces += 1;
+            if i > 0 && want(i) {
+                f(i);
+            }
+            if spaces == MAX_SPACES {
+                break;
+            }
         }
     }
-    if !text.is_empty() {
+    if !text.is_empty() && want(text.len()) {
         f(text.len());
     }
 }

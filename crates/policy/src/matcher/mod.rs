@@ -275,15 +275,11 @@ impl Value {
                 });
             }
             Value::Path { lexical, resolved } => {
-                let mut seen = Vec::new();
-                path::probes(lexical, &mut |end| {
-                    seen.push(end);
-                    f(&lexical[..end]);
-                });
+                path::probes(lexical, &mut |end| f(&lexical[..end]));
                 if let Some(resolved) = resolved {
                     path::probes(resolved, &mut |end| {
                         let dup = lexical.as_bytes().starts_with(&resolved.as_bytes()[..end])
-                            && seen.contains(&end);
+                            && path::is_probe_end(lexical, end);
                         if !dup {
                             f(&resolved[..end]);
                         }
@@ -291,6 +287,47 @@ impl Value {
                 }
             }
             Value::Host(host) => domain::probes(host, f),
+            Value::Missing => {}
+        }
+    }
+
+    /// The probes of [`Value::for_each_probe`] whose length's bit is set in `lens` (bit `n` for
+    /// length `n`, bit 63 for 63 and longer), perhaps some twice: what an index whose keys
+    /// have only those lengths needs, at a fraction of the cost.
+    pub(crate) fn for_each_probe_of_lengths(&self, lens: u64, f: &mut dyn FnMut(&str)) {
+        let want = |end: usize| lens & (1 << end.min(63)) != 0;
+        if want(0) {
+            f("");
+        }
+        match self {
+            Value::Text(text) => {
+                glob::text_probes_of_lengths(text, lens, &mut |end| f(&text[..end]));
+            }
+            Value::Shell {
+                written,
+                normalized,
+            } => {
+                for words in [written, normalized] {
+                    if !words.is_empty() {
+                        let text = words.join(" ");
+                        glob::text_probes_of_lengths(&text, lens, &mut |end| f(&text[..end]));
+                    }
+                }
+            }
+            Value::Path { lexical, resolved } => {
+                for path in std::iter::once(lexical).chain(resolved) {
+                    path::probes(path, &mut |end| {
+                        if want(end) {
+                            f(&path[..end]);
+                        }
+                    });
+                }
+            }
+            Value::Host(host) => domain::probes(host, &mut |probe| {
+                if want(probe.len()) {
+                    f(probe);
+                }
+            }),
             Value::Missing => {}
         }
     }

@@ -10,6 +10,65 @@ use super::{PathEnv, Value};
 #[derive(Debug, Clone)]
 pub(super) struct PathPattern {
     set: GlobSet,
+    /// The same match without the glob engine, for the common literal shapes.
+    fast: Option<Fast>,
+}
+
+/// A pattern whose match is a string comparison (normalized paths have no `//`, no `.` or
+/// `..` segment and no trailing `/`).
+#[derive(Debug, Clone)]
+enum Fast {
+    /// A literal path: it and everything beneath it (`/` itself: every absolute path).
+    AtOrBeneath(String),
+    /// `<literal>/**`: everything strictly beneath the literal folder.
+    Beneath(String),
+}
+
+impl Fast {
+    fn of(base: &str, any_suffix: bool) -> Option<Fast> {
+        if any_suffix {
+            return None;
+        }
+        if let Some(lit) = unescape_literal(base) {
+            return Some(Fast::AtOrBeneath(lit));
+        }
+        let dir = base.strip_suffix("/**")?;
+        let lit = if dir.is_empty() {
+            String::new()
+        } else {
+            unescape_literal(dir)?
+        };
+        Some(Fast::Beneath(lit))
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        match self {
+            Fast::AtOrBeneath(lit) if lit == "/" => path.starts_with('/'),
+            Fast::AtOrBeneath(lit) => path
+                .strip_prefix(lit.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+            // `/**` matches `/` too.
+            Fast::Beneath(lit) if lit.is_empty() => path.starts_with('/'),
+            Fast::Beneath(lit) => path
+                .strip_prefix(lit.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|rest| !rest.is_empty()),
+        }
+    }
+}
+
+/// The text an escaped glob matches, when it has no glob metacharacter.
+fn unescape_literal(glob: &str) -> Option<String> {
+    let mut out = String::with_capacity(glob.len());
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            '*' | '?' | '[' | ']' | '{' | '}' => return None,
+            _ => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// One component of an absolute pattern.
@@ -74,6 +133,7 @@ impl PathPattern {
             base.push('*');
         }
         let key = literal_key(&base);
+        let fast = Fast::of(&base, any_suffix);
         let beneath = if base == "/" {
             "/**".to_owned()
         } else {
@@ -91,11 +151,14 @@ impl PathPattern {
             set.add(glob);
         }
         let set = set.build().map_err(|e| format!("bad glob: {}", e.kind()))?;
-        Ok((PathPattern { set }, key))
+        Ok((PathPattern { set, fast }, key))
     }
 
     pub(super) fn matches(&self, path: &str) -> bool {
-        self.set.is_match(path)
+        match &self.fast {
+            Some(fast) => fast.matches(path),
+            None => self.set.is_match(path),
+        }
     }
 }
 
@@ -206,6 +269,9 @@ pub(super) fn prepare(text: &str, cwd: &Path, env: &PathEnv, resolved: Option<&s
 /// `base/text`, with `.`, `..` and repeated `/` resolved lexically; always absolute, never above
 /// `/`, no trailing `/` (except `/` itself).
 fn normalize(base: Option<&str>, text: &str) -> String {
+    if base.is_none() && is_normal(text) {
+        return text.to_owned();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in base.into_iter().chain([text]).flat_map(|s| s.split('/')) {
         match part {
@@ -227,17 +293,32 @@ fn normalize(base: Option<&str>, text: &str) -> String {
     out
 }
 
+/// Whether `path` is already what [`normalize`] makes of it: absolute, and no segment empty,
+/// `.` or `..` (so no `//` and no trailing `/`, except `/` itself).
+fn is_normal(path: &str) -> bool {
+    if path == "/" {
+        return true;
+    }
+    path.strip_prefix('/')
+        .is_some_and(|rest| rest.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
+}
+
 /// Calls `f(end)` for every non-empty probe `path[..end]`: the path before each `/` and the
 /// whole path.
 pub(super) fn probes(path: &str, f: &mut dyn FnMut(usize)) {
-    for (i, _) in path.match_indices('/') {
-        if i > 0 {
+    for (i, &b) in path.as_bytes().iter().enumerate().skip(1) {
+        if b == b'/' {
             f(i);
         }
     }
     if !path.is_empty() {
         f(path.len());
     }
+}
+
+/// Whether `end` is one of the probe ends of `path` (see [`probes`]).
+pub(super) fn is_probe_end(path: &str, end: usize) -> bool {
+    end > 0 && (end == path.len() || path.as_bytes().get(end) == Some(&b'/'))
 }
 
 #[cfg(test)]
@@ -249,6 +330,48 @@ mod tests {
         assert_eq!(normalize(Some("/a/b"), "../c/./d//e/"), "/a/c/d/e");
         assert_eq!(normalize(Some("/a"), "../../.."), "/");
         assert_eq!(normalize(None, "//x"), "/x");
+        for p in ["/", "/a", "/a/b.c", "/a/..b/.c"] {
+            assert!(is_normal(p), "{p}");
+            assert_eq!(normalize(None, p), p);
+        }
+        for p in ["//a", "/a/", "/a/./b", "/a/../b", "/.", "/..", "a/b", ""] {
+            assert!(!is_normal(p), "{p}");
+        }
+    }
+
+    /// The fast path agrees with the glob engine on every shape it takes over.
+    #[test]
+    fn fast_path_agrees_with_globset() {
+        let env = PathEnv {
+            project_root: "/repo".into(),
+            home: Some("/home/u".into()),
+        };
+        let specs = [
+            "/", "/**", "/etc", "/etc/**", "src", "src/**", "/repo/a b/**", "//abs/x", "~/.ssh",
+            "~/.ssh/**", "/r/\\*x", "/r/\\*x/**", "/r/a\\{b\\}", "./docs", "../up/**",
+        ];
+        let paths = [
+            "/", "/etc", "/etc/passwd", "/etcx", "/etc/a/b", "/repo/src", "/repo/src/lib.rs",
+            "/repo/srcx", "/repo/a b/c", "/repo/a b", "/abs/x", "/abs/x/y", "/home/u/.ssh",
+            "/home/u/.ssh/id", "/r/*x", "/r/*x/y", "/r/ax", "/r/a{b}", "/repo/docs/a", "/up/z",
+            "/up",
+        ];
+        let mut fast_seen = 0;
+        for spec in specs {
+            let (mut pattern, _) = PathPattern::compile(spec, &env).unwrap();
+            let Some(fast) = pattern.fast.take() else {
+                continue;
+            };
+            fast_seen += 1;
+            for path in paths {
+                assert_eq!(
+                    fast.matches(path),
+                    pattern.set.is_match(path),
+                    "{spec} on {path}: {fast:?}"
+                );
+            }
+        }
+        assert!(fast_seen >= 12, "only {fast_seen} specs took the fast path");
     }
 
     #[test]

@@ -35,6 +35,25 @@ fn assert_indexed(pattern: &Pattern, value: &Value) {
     unique.dedup();
     assert_eq!(unique.len(), probes.len(), "duplicate probes {probes:?}");
     assert_eq!(probes.first().map(String::as_str), Some(""));
+    // The length-filtered probes the engine uses are exactly the probes of those lengths.
+    let key_len = pattern.index_key().len();
+    for lens in [
+        u64::MAX,
+        1 << key_len.min(63),
+        (1 << key_len.min(63)) | 1,
+        0,
+    ] {
+        let mut filtered = Vec::new();
+        value.for_each_probe_of_lengths(lens, &mut |p| filtered.push(p.to_owned()));
+        filtered.sort();
+        filtered.dedup();
+        let want: Vec<String> = unique
+            .iter()
+            .filter(|p| lens & (1 << p.len().min(63)) != 0)
+            .cloned()
+            .collect();
+        assert_eq!(filtered, want, "lengths {lens:#x} of {value:?}");
+    }
     for view in [View::Restrict, View::Permit] {
         if pattern.matches(value, view) {
             assert!(

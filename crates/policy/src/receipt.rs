@@ -1,0 +1,627 @@
+//! Approval receipts (seed 004, ADR-0121 D5): an approval bound to one exact call, signed by a
+//! declared approver.
+//!
+//! The policy file declares approver classes and their ed25519 public keys:
+//!
+//! ```toml
+//! [approvers.release-managers]
+//! keys = ["d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"]   # or SPKI PEM text
+//! ```
+//!
+//! A [`SignedReceipt`] (JSON) names the approver class, the action (the tool name), the digest
+//! of the call's final arguments (BLAKE3 over their RFC 8785 canonical JSON, as
+//! [`warden_contracts::Digest::of_json`]), the digest of the policy it was issued under, when it
+//! was issued and when it expires, and an ed25519 signature over the canonical JSON of every
+//! other field. [`SignedReceipt::verify`] accepts it only if it is well formed, its approver is
+//! declared, the signature verifies with one of that approver's keys, `now` is within
+//! `[issued_at, expires_at)`, and it is bound to this policy, this action and these arguments —
+//! checked in that order, each refusal a typed [`ReceiptError`].
+//!
+//! What a receipt does **not** do:
+//!
+//! - **It never beats a deny.** A receipt can only answer an `ask` (or the approval a mode
+//!   requires); a call the policy denies stays denied whatever receipt comes with it. The
+//!   engine and executor apply it after the decision, never instead of it.
+//! - **It is not single-use by itself.** Verification is pure (no clock, no store: `now` is
+//!   passed in); the executor records [`SignedReceipt::id`] in the evidence store and refuses a
+//!   second use. A verified receipt becomes the contracts
+//!   [`ApprovalReceipt`](warden_contracts::ApprovalReceipt) the executor takes, with the
+//!   receipt's id as its `approval_id`.
+//!
+//! Key files follow the evidence checkpoints' format: a signing key is PKCS#8 PEM (`openssl
+//! genpkey -algorithm ed25519`) or 64 hex digits (the seed); a public key is SPKI PEM (`openssl
+//! pkey -pubout`) or 64 hex digits.
+//!
+//! ```
+//! use serde_json::json;
+//! use warden_contracts::{ApprovalId, Digest, Timestamp};
+//! use warden_policy::receipt::{Approvers, ReceiptDraft, ReceiptError, SigningKey};
+//!
+//! let key = SigningKey::from_seed(&[7; 32]);
+//! let mut approvers = Approvers::new();
+//! approvers.declare("release-managers", vec![key.verifying_key()])?;
+//! let policy = Digest::of_bytes(b"the policy's canonical JSON");
+//! let args = Digest::of_json(&json!({"command": "git push origin main"})).map_err(|e| ReceiptError::Malformed(e.to_string()))?;
+//! let receipt = ReceiptDraft {
+//!     id: ApprovalId::new("rcpt-1").map_err(|e| ReceiptError::Malformed(e.to_string()))?,
+//!     approver: "release-managers".into(),
+//!     action: "bash".into(),
+//!     arguments_digest: args.clone(),
+//!     policy_digest: policy.clone(),
+//!     issued_at: Timestamp(1_000),
+//!     expires_at: Timestamp(61_000),
+//! }
+//! .sign(&key)?;
+//! let approval = receipt.verify(&approvers, "bash", &args, &policy, Timestamp(2_000))?;
+//! assert_eq!(approval.approval_id().as_str(), "rcpt-1");
+//! assert!(matches!(
+//!     receipt.verify(&approvers, "bash", &args, &policy, Timestamp(61_000)),
+//!     Err(ReceiptError::Expired { .. })
+//! ));
+//! # Ok::<(), ReceiptError>(())
+//! ```
+
+use std::collections::BTreeMap;
+
+use ed25519_dalek::Signer as _;
+use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use warden_contracts::{
+    ApprovalId, ApprovalReceipt, Digest, PrincipalId, PrincipalKind, PrincipalRef, Timestamp,
+    canonical,
+};
+
+use crate::compile::PolicySnapshot;
+use crate::error::{Location, PolicyError};
+use crate::file::LoadedPolicy;
+
+/// The receipt format tag; part of what is signed, so a signature made for anything else (a
+/// checkpoint, another format version) never verifies as a receipt.
+pub const RECEIPT_FORMAT: &str = "warden-receipt-v1";
+
+/// Why a receipt does not authorize a call, or why a key or receipt cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptError {
+    /// Not a receipt: bad JSON, an unknown field, a wrong format tag, a signature that is not
+    /// 64 bytes of hex, an expiry not after the issue time, an invalid action name or approver
+    /// name, a time past what canonical JSON can carry.
+    #[error("malformed receipt: {0}")]
+    Malformed(String),
+    /// The approver class is not declared in the policy's `[approvers]`.
+    #[error("approver `{approver}` is not declared in the policy's [approvers]")]
+    UnknownApprover {
+        /// The approver the receipt names.
+        approver: String,
+    },
+    /// The signature does not verify with any key of the approver (forged or tampered).
+    #[error("the receipt's signature does not verify with any key of approver `{approver}`")]
+    BadSignature {
+        /// The approver the receipt names.
+        approver: String,
+    },
+    /// `now` is at or after the receipt's expiry.
+    #[error("the receipt expired at {expires_at} ms (now {now} ms)")]
+    Expired {
+        /// When it expired (ms since the Unix epoch).
+        expires_at: u64,
+        /// The time it was checked at.
+        now: u64,
+    },
+    /// `now` is before the receipt's issue time.
+    #[error("the receipt is not valid before {issued_at} ms (now {now} ms)")]
+    NotYetValid {
+        /// When it becomes valid (ms since the Unix epoch).
+        issued_at: u64,
+        /// The time it was checked at.
+        now: u64,
+    },
+    /// The receipt approves another action (tool).
+    #[error("the receipt approves `{approved}`, not `{called}`")]
+    WrongAction {
+        /// The action the receipt names.
+        approved: String,
+        /// The call's action.
+        called: String,
+    },
+    /// The receipt approves other arguments.
+    #[error("the receipt approves other arguments ({approved}), not this call's ({called})")]
+    WrongArguments {
+        /// The receipt's argument digest.
+        approved: String,
+        /// The call's argument digest (or why it has none).
+        called: String,
+    },
+    /// The receipt was issued under another policy.
+    #[error("the receipt was issued under policy {approved}, not under {current}")]
+    WrongPolicy {
+        /// The receipt's policy digest.
+        approved: String,
+        /// The current policy's digest.
+        current: String,
+    },
+    /// A key cannot be read, written or declared (never returned by verification).
+    #[error("{0}")]
+    Key(String),
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim();
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// An approver's ed25519 public key.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VerifyingKey([u8; 32]);
+
+impl std::fmt::Debug for VerifyingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VerifyingKey({})", self.to_hex())
+    }
+}
+
+impl VerifyingKey {
+    /// Reads a public key: SPKI PEM (`-----BEGIN PUBLIC KEY-----`) or 64 hex digits.
+    pub fn parse(text: &str) -> Result<Self, ReceiptError> {
+        let key = if text.contains("-----BEGIN") {
+            ed25519_dalek::VerifyingKey::from_public_key_pem(text.trim())
+                .map_err(|e| ReceiptError::Key(format!("not an ed25519 public key: {e}")))?
+        } else {
+            let bytes: [u8; 32] = unhex(text)
+                .ok_or_else(|| {
+                    ReceiptError::Key("a public key is SPKI PEM or 64 hex digits".into())
+                })?
+                .try_into()
+                .map_err(|_| {
+                    ReceiptError::Key("a public key is 32 bytes (64 hex digits)".into())
+                })?;
+            ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+                .map_err(|e| ReceiptError::Key(format!("not an ed25519 public key: {e}")))?
+        };
+        Ok(Self(key.to_bytes()))
+    }
+
+    /// The key as 64 lower-case hex digits.
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// The key as SPKI PEM.
+    pub fn to_pem(&self) -> Result<String, ReceiptError> {
+        self.dalek()?
+            .to_public_key_pem(LineEnding::LF)
+            .map_err(|e| ReceiptError::Key(e.to_string()))
+    }
+
+    fn dalek(&self) -> Result<ed25519_dalek::VerifyingKey, ReceiptError> {
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0).map_err(|e| ReceiptError::Key(e.to_string()))
+    }
+}
+
+/// An approver's ed25519 signing key (zeroized on drop; `Debug` shows the public key only).
+pub struct SigningKey(ed25519_dalek::SigningKey);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey(public {})", self.verifying_key().to_hex())
+    }
+}
+
+impl SigningKey {
+    /// From a 32-byte seed (give it fresh randomness to make a new key).
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        Self(ed25519_dalek::SigningKey::from_bytes(seed))
+    }
+
+    /// Reads a signing key: PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`) or 64 hex digits.
+    pub fn parse(text: &str) -> Result<Self, ReceiptError> {
+        if text.contains("-----BEGIN") {
+            return ed25519_dalek::SigningKey::from_pkcs8_pem(text.trim())
+                .map(Self)
+                .map_err(|e| ReceiptError::Key(format!("not an ed25519 PKCS#8 private key: {e}")));
+        }
+        let seed: [u8; 32] = unhex(text)
+            .ok_or_else(|| ReceiptError::Key("a signing key is PKCS#8 PEM or 64 hex digits".into()))?
+            .try_into()
+            .map_err(|_| ReceiptError::Key("a seed is 32 bytes (64 hex digits)".into()))?;
+        Ok(Self::from_seed(&seed))
+    }
+
+    /// The matching public key.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        VerifyingKey(self.0.verifying_key().to_bytes())
+    }
+
+    /// Writes the key as PKCS#8 PEM to `out` (the encoded text is zeroized after writing).
+    pub fn write_pkcs8_pem(&self, out: &mut dyn std::io::Write) -> Result<(), ReceiptError> {
+        let pem = self
+            .0
+            .to_pkcs8_pem(LineEnding::LF)
+            .map_err(|e| ReceiptError::Key(e.to_string()))?;
+        out.write_all(pem.as_bytes())
+            .map_err(|e| ReceiptError::Key(e.to_string()))
+    }
+}
+
+/// One `[approvers.NAME]` table: an approver class and the public keys that sign for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverDecl {
+    /// The class's ed25519 public keys, each 64 hex digits or SPKI PEM text. Any of them may
+    /// sign a receipt for this class.
+    pub keys: Vec<String>,
+}
+
+/// The declared approver classes and their keys (compiled from `[approvers]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvers {
+    classes: BTreeMap<String, Vec<VerifyingKey>>,
+}
+
+impl Approvers {
+    /// No approver: every receipt is refused as [`ReceiptError::UnknownApprover`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a class. Its name must be a valid principal id (non-empty, no whitespace); it
+    /// needs at least one key; declaring it again with another key set is an error (a later
+    /// policy file cannot add keys to a class another one declared).
+    pub fn declare(
+        &mut self,
+        name: impl Into<String>,
+        keys: Vec<VerifyingKey>,
+    ) -> Result<(), ReceiptError> {
+        let name = name.into();
+        PrincipalId::new(name.as_str())
+            .map_err(|e| ReceiptError::Key(format!("approver class `{name}`: {e}")))?;
+        if keys.is_empty() {
+            return Err(ReceiptError::Key(format!(
+                "approver class `{name}` declares no key"
+            )));
+        }
+        let mut keys = keys;
+        keys.sort();
+        keys.dedup();
+        match self.classes.get(&name) {
+            Some(existing) if *existing != keys => Err(ReceiptError::Key(format!(
+                "approver class `{name}` is declared again with other keys"
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                self.classes.insert(name, keys);
+                Ok(())
+            }
+        }
+    }
+
+    /// Every class of `other` declared here too (see [`Approvers::declare`]).
+    pub fn merge(&mut self, other: &Self) -> Result<(), ReceiptError> {
+        for (name, keys) in &other.classes {
+            self.declare(name.clone(), keys.clone())?;
+        }
+        Ok(())
+    }
+
+    /// The keys of a class, if it is declared.
+    pub fn keys(&self, name: &str) -> Option<&[VerifyingKey]> {
+        self.classes.get(name).map(Vec::as_slice)
+    }
+
+    /// The declared class names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.classes.keys().map(String::as_str)
+    }
+
+    /// Whether no class is declared.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    /// The canonical form the policy digest covers: class → sorted hex keys (so a key written
+    /// as PEM or hex digests the same).
+    pub(crate) fn canonical(&self) -> Value {
+        Value::Object(
+            self.classes
+                .iter()
+                .map(|(name, keys)| {
+                    (
+                        name.clone(),
+                        Value::Array(keys.iter().map(|k| Value::String(k.to_hex())).collect()),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Adds a policy file's `[approvers]` to `into`, naming the file, line and pointer of a bad key
+/// or a conflicting class.
+pub(crate) fn add_file_approvers(
+    into: &mut Approvers,
+    policy: &LoadedPolicy,
+) -> Result<(), PolicyError> {
+    for (name, decl) in &policy.file.approvers {
+        let at = |pointer: String, needle: &str| Location {
+            file: policy.label.clone(),
+            line: policy.line_of(needle),
+            pointer: Some(pointer),
+        };
+        let keys = decl
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                VerifyingKey::parse(text).map_err(|e| PolicyError::Syntax {
+                    at: at(format!("/approvers/{name}/keys/{i}"), text.trim()),
+                    message: format!("approver `{name}`: {e}"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        into.declare(name.clone(), keys)
+            .map_err(|e| PolicyError::Syntax {
+                at: at(format!("/approvers/{name}"), name),
+                message: e.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
+/// The fields of a receipt before it is signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptDraft {
+    /// Identifies the receipt (the executor uses it once: it is the approval id).
+    pub id: ApprovalId,
+    /// The approver class that signs it.
+    pub approver: String,
+    /// The approved action: the tool name, as the policy decides it (`bash`, `server__tool`).
+    pub action: String,
+    /// The digest of the call's final arguments ([`Digest::of_json`]).
+    pub arguments_digest: Digest,
+    /// The digest of the policy snapshot it is issued under.
+    pub policy_digest: Digest,
+    /// From when it is valid.
+    pub issued_at: Timestamp,
+    /// From when it is no longer valid (after `issued_at`).
+    pub expires_at: Timestamp,
+}
+
+impl ReceiptDraft {
+    /// Signs the draft.
+    pub fn sign(self, key: &SigningKey) -> Result<SignedReceipt, ReceiptError> {
+        let mut receipt = SignedReceipt {
+            format: RECEIPT_FORMAT.into(),
+            id: self.id,
+            approver: self.approver,
+            action: self.action,
+            arguments_digest: self.arguments_digest,
+            policy_digest: self.policy_digest,
+            issued_at: self.issued_at,
+            expires_at: self.expires_at,
+            signature: String::new(),
+        };
+        receipt.check_shape()?;
+        let signature = key.0.sign(receipt.signed_text()?.as_bytes());
+        receipt.signature = hex(&signature.to_bytes());
+        Ok(receipt)
+    }
+}
+
+/// A signed approval receipt, as exchanged in JSON. Fields are public so a receipt can be
+/// inspected; changing any of them breaks its signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedReceipt {
+    /// [`RECEIPT_FORMAT`].
+    pub format: String,
+    /// Identifies the receipt (the executor uses it once).
+    pub id: ApprovalId,
+    /// The approver class that signed it.
+    pub approver: String,
+    /// The approved action (tool name).
+    pub action: String,
+    /// The digest of the approved arguments.
+    pub arguments_digest: Digest,
+    /// The digest of the policy it was issued under.
+    pub policy_digest: Digest,
+    /// From when it is valid (ms since the Unix epoch).
+    pub issued_at: Timestamp,
+    /// From when it is no longer valid (ms since the Unix epoch).
+    pub expires_at: Timestamp,
+    /// The ed25519 signature over the canonical JSON of every other field (128 hex digits).
+    pub signature: String,
+}
+
+impl SignedReceipt {
+    /// Parses a receipt's JSON; anything that is not exactly a receipt is
+    /// [`ReceiptError::Malformed`].
+    pub fn from_json(text: &str) -> Result<Self, ReceiptError> {
+        serde_json::from_str(text).map_err(|e| ReceiptError::Malformed(e.to_string()))
+    }
+
+    /// The receipt as pretty-printed JSON.
+    pub fn to_json(&self) -> Result<String, ReceiptError> {
+        serde_json::to_string_pretty(self).map_err(|e| ReceiptError::Malformed(e.to_string()))
+    }
+
+    /// The receipt's id: what the executor records so it is used only once.
+    pub fn id(&self) -> &ApprovalId {
+        &self.id
+    }
+
+    /// The text the signature covers: the canonical JSON (RFC 8785) of every field but
+    /// `signature`.
+    pub fn signed_text(&self) -> Result<String, ReceiptError> {
+        let v = json!({
+            "format": self.format,
+            "id": self.id.as_str(),
+            "approver": self.approver,
+            "action": self.action,
+            "arguments_digest": self.arguments_digest.as_str(),
+            "policy_digest": self.policy_digest.as_str(),
+            "issued_at": self.issued_at.0,
+            "expires_at": self.expires_at.0,
+        });
+        canonical::to_canonical_string(&v).map_err(|e| ReceiptError::Malformed(e.to_string()))
+    }
+
+    fn check_shape(&self) -> Result<(), ReceiptError> {
+        if self.format != RECEIPT_FORMAT {
+            return Err(ReceiptError::Malformed(format!(
+                "format `{}`, expected `{RECEIPT_FORMAT}`",
+                self.format
+            )));
+        }
+        if self.expires_at <= self.issued_at {
+            return Err(ReceiptError::Malformed(
+                "a receipt must expire after it is issued".into(),
+            ));
+        }
+        warden_contracts::check_action_name(&self.action)
+            .map_err(|e| ReceiptError::Malformed(e.to_string()))?;
+        PrincipalId::new(self.approver.as_str())
+            .map_err(|e| ReceiptError::Malformed(format!("approver: {e}")))?;
+        Ok(())
+    }
+
+    /// Checks that this receipt authorizes exactly this call under this policy at `now`, in
+    /// this order: well formed ([`ReceiptError::Malformed`]), approver declared
+    /// ([`ReceiptError::UnknownApprover`]), signature ([`ReceiptError::BadSignature`]), time
+    /// ([`ReceiptError::NotYetValid`], [`ReceiptError::Expired`]), then the binding
+    /// ([`ReceiptError::WrongPolicy`], [`ReceiptError::WrongAction`],
+    /// [`ReceiptError::WrongArguments`]).
+    ///
+    /// On success, returns the contracts receipt the executor takes (its `approval_id` is this
+    /// receipt's id, its approver a [`PrincipalKind::User`] named after the class). It does
+    /// **not** check single use, and it never turns a deny into anything else.
+    pub fn verify(
+        &self,
+        approvers: &Approvers,
+        action: &str,
+        arguments_digest: &Digest,
+        policy_digest: &Digest,
+        now: Timestamp,
+    ) -> Result<ApprovalReceipt, ReceiptError> {
+        self.check_shape()?;
+        let signature: [u8; 64] = unhex(&self.signature)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| {
+                ReceiptError::Malformed("the signature is not 64 bytes of hex".into())
+            })?;
+        let text = self.signed_text()?;
+        let keys = approvers
+            .keys(&self.approver)
+            .ok_or_else(|| ReceiptError::UnknownApprover {
+                approver: self.approver.clone(),
+            })?;
+        let signature = ed25519_dalek::Signature::from_bytes(&signature);
+        let signed = keys.iter().any(|k| {
+            k.dalek()
+                .is_ok_and(|k| k.verify_strict(text.as_bytes(), &signature).is_ok())
+        });
+        if !signed {
+            return Err(ReceiptError::BadSignature {
+                approver: self.approver.clone(),
+            });
+        }
+        if now < self.issued_at {
+            return Err(ReceiptError::NotYetValid {
+                issued_at: self.issued_at.0,
+                now: now.0,
+            });
+        }
+        if now >= self.expires_at {
+            return Err(ReceiptError::Expired {
+                expires_at: self.expires_at.0,
+                now: now.0,
+            });
+        }
+        if &self.policy_digest != policy_digest {
+            return Err(ReceiptError::WrongPolicy {
+                approved: self.policy_digest.to_string(),
+                current: policy_digest.to_string(),
+            });
+        }
+        if self.action != action {
+            return Err(ReceiptError::WrongAction {
+                approved: self.action.clone(),
+                called: action.to_owned(),
+            });
+        }
+        if &self.arguments_digest != arguments_digest {
+            return Err(ReceiptError::WrongArguments {
+                approved: self.arguments_digest.to_string(),
+                called: arguments_digest.to_string(),
+            });
+        }
+        let approver = PrincipalRef {
+            id: PrincipalId::new(self.approver.as_str())
+                .map_err(|e| ReceiptError::Malformed(e.to_string()))?,
+            kind: PrincipalKind::User,
+        };
+        ApprovalReceipt::new(
+            self.id.clone(),
+            self.action.clone(),
+            self.arguments_digest.clone(),
+            Some(self.policy_digest.clone()),
+            approver,
+            self.issued_at,
+            self.expires_at,
+        )
+        .map_err(|e| ReceiptError::Malformed(e.to_string()))
+    }
+}
+
+impl PolicySnapshot {
+    /// The approver classes declared by the policy (`[approvers]`).
+    pub fn approvers(&self) -> &Approvers {
+        &self.approvers
+    }
+
+    /// Verifies `receipt` for a call of `tool` with `arguments` (its final arguments) under
+    /// this snapshot at `now`: [`SignedReceipt::verify`] with this policy's approvers and
+    /// digest. Arguments without a canonical form cannot be bound
+    /// ([`ReceiptError::WrongArguments`]). A receipt never beats a deny: check the verdict first.
+    pub fn verify_receipt(
+        &self,
+        receipt: &SignedReceipt,
+        tool: &str,
+        arguments: &Value,
+        now: Timestamp,
+    ) -> Result<ApprovalReceipt, ReceiptError> {
+        match Digest::of_json(arguments) {
+            Ok(digest) => receipt.verify(&self.approvers, tool, &digest, &self.digest, now),
+            Err(e) => {
+                // Every other check first, so the error is the first one that applies.
+                receipt.verify(
+                    &self.approvers,
+                    tool,
+                    &receipt.arguments_digest,
+                    &self.digest,
+                    now,
+                )?;
+                Err(ReceiptError::WrongArguments {
+                    approved: receipt.arguments_digest.to_string(),
+                    called: format!("none ({e})"),
+                })
+            }
+        }
+    }
+}
