@@ -33,7 +33,11 @@ pub(crate) struct ApproveArgs {
     )]
     keygen: Option<PathBuf>,
     /// The policy file(s) the receipt is issued under (its digest binds the receipt).
-    #[arg(long = "policy", value_name = "FILE", required_unless_present = "keygen")]
+    #[arg(
+        long = "policy",
+        value_name = "FILE",
+        required_unless_present = "keygen"
+    )]
     policies: Vec<PathBuf>,
     /// The approver's signing key: PKCS#8 PEM or 64 hex digits.
     #[arg(long, value_name = "KEYFILE", required_unless_present = "keygen")]

@@ -169,7 +169,10 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
     let mut reason = claude_code::hook_reason(&verdict);
     if let Some(findings) = &redacted {
         reason = claude_code::truncate(
-            &format!("{reason} [secrets redacted from the input: {}]", listed(findings)),
+            &format!(
+                "{reason} [secrets redacted from the input: {}]",
+                listed(findings)
+            ),
             claude_code::MAX_REASON_CHARS,
         );
     }

@@ -134,6 +134,15 @@ enum PolicyCommand {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
     },
+    /// Print the authorization boundary the policy enforces (allowed reads, writes, external
+    /// actions, protected targets, required approvals), then its prompt directives as guidance.
+    Describe {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Print the JSON Schema of the policy file.
     Schema,
     /// Translate a policy into Claude Code, Codex or Gemini CLI rules, with a report.
@@ -157,6 +166,9 @@ fn main() -> ExitCode {
         Command::Explain(a) => check::run_explain(&a, &mut out),
         Command::Policy(PolicyCommand::Compile { policy, format }) => {
             policy_cmd::compile(&policy, format, &mut out)
+        }
+        Command::Policy(PolicyCommand::Describe { policy, format }) => {
+            policy_cmd::describe(&policy, format, &mut out)
         }
         Command::Policy(PolicyCommand::Schema) => policy_cmd::schema(&mut out),
         Command::Evidence(c) => evidence::run(&c, &mut out),

@@ -1,9 +1,9 @@
-//! `warden policy compile` and `warden policy schema`.
+//! `warden policy compile`, `warden policy schema` and `warden policy describe`.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::error::CliError;
 use crate::{OutputFormat, PolicyArgs, load};
@@ -72,5 +72,50 @@ pub(crate) fn schema(out: &mut impl Write) -> Result<ExitCode, CliError> {
     let schema = warden_policy::policy_file_schema();
     let text = serde_json::to_string_pretty(&schema).map_err(|e| CliError::Io(e.into()))?;
     writeln!(out, "{text}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The label that separates prompt directives from the enforced boundary in `describe`.
+const GUIDANCE: &str = "Guidance from the policy's [directives], not enforcement: it grants nothing \
+                        and restricts nothing; only the authorization boundary above is enforced.";
+
+/// `warden policy describe`: the authorization boundary the compiled policy enforces, then
+/// the prompt directives (if any), labelled as guidance.
+pub(crate) fn describe(
+    a: &PolicyArgs,
+    format: OutputFormat,
+    out: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    let s = load::snapshot(&a.policies)?;
+    let boundary = s.describe();
+    let directives = s.directives();
+    match format {
+        OutputFormat::Json => {
+            let directives = if directives.is_empty() {
+                Value::Null
+            } else {
+                json!({
+                    "enforced": false,
+                    "authority": directives.authority,
+                    "boundaries": directives.boundaries,
+                    "escalations": directives.escalations,
+                    "text": directives.render(),
+                })
+            };
+            let value = json!({"boundary": boundary, "directives": directives});
+            writeln!(out, "{value}")?;
+        }
+        OutputFormat::Text => {
+            write!(out, "{}", boundary.to_markdown())?;
+            if !directives.is_empty() {
+                writeln!(out)?;
+                writeln!(out, "<prompt_directives>")?;
+                writeln!(out, "{GUIDANCE}")?;
+                writeln!(out)?;
+                writeln!(out, "{}", directives.render())?;
+                writeln!(out, "</prompt_directives>")?;
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ use warden_contracts::{
 };
 
 use crate::payload::{Label, RuleText};
-use crate::record::{self, AppendFields, CanonicalPayload, Family, Record, RecordKind};
+use crate::record::{self, AppendFields, Prepared, Family, Record, RecordKind};
 use crate::verify::{ChainRecord, ChainTracker, FailureDetail};
 
 /// The journal's record types.
@@ -203,10 +203,10 @@ impl JournalAppend {
 }
 
 /// Checks a journal append's payload against its type's schema and canonicalizes it.
-pub(crate) fn prepare_journal(entry: &JournalAppend) -> Result<CanonicalPayload, EvidenceError> {
+pub(crate) fn prepare_journal(entry: &JournalAppend) -> Result<Prepared, EvidenceError> {
     validate(entry.record_type, &entry.payload)
         .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
-    CanonicalPayload::of(&entry.payload)
+    Prepared::new(&entry.fields(), &entry.payload)
 }
 
 /// Builds the journal record an append becomes on `head`.
@@ -214,9 +214,9 @@ pub fn seal_journal(
     entry: &JournalAppend,
     head: Option<&ChainHead>,
 ) -> Result<JournalRecord, EvidenceError> {
-    let prepared = prepare_journal(entry);
+    let mut prepared = prepare_journal(entry);
     let a = entry.fields();
-    let seal = record::seal_on(&a, prepared.as_ref(), head)?;
+    let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), head)?;
     let record_id = seal.record_id()?;
     Ok(seal.into_record(&a, entry.record_type, record_id, prepared?))
 }

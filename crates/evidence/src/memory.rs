@@ -132,7 +132,7 @@ impl MemoryStore {
     pub fn append_sync(&self, entry: &EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
         // The payload's schema check and canonical form do not depend on the chain: outside the
         // lock.
-        let prepared = record::prepare_evidence(entry);
+        let mut prepared = record::prepare_evidence(entry);
         let mut inner = self.lock();
         let inner = &mut *inner;
         if !inner.chains.contains_key(&entry.chain_id) {
@@ -150,7 +150,11 @@ impl MemoryStore {
             .get_mut(&entry.chain_id)
             .ok_or_else(|| record::invalid("internal: the chain vanished"))?;
         let a = AppendFields::evidence(entry);
-        let seal = record::seal_on(&a, prepared.as_ref().map(|(p, _)| p), chain.tracker.head())?;
+        let seal = record::seal_on(
+            &a,
+            prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
+            chain.tracker.head(),
+        )?;
         let (payload, parsed) = prepared?;
         let view = View {
             fields: seal.fields(&a, &payload),
@@ -324,7 +328,7 @@ impl GovernedStore for MemoryStore {
 
 impl JournalStore for MemoryStore {
     fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
-        let prepared = journal::prepare_journal(&entry);
+        let mut prepared = journal::prepare_journal(&entry);
         let mut inner = self.lock();
         let j = inner
             .journals
@@ -334,7 +338,7 @@ impl JournalStore for MemoryStore {
                 tracker: ChainTracker::new(Family::Journal, entry.chain_id.clone()),
             });
         let a = entry.fields();
-        let seal = record::seal_on(&a, prepared.as_ref(), j.tracker.head())?;
+        let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), j.tracker.head())?;
         let payload = prepared?;
         let fields = seal.fields(&a, &payload);
         j.tracker

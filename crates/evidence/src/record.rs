@@ -162,8 +162,9 @@ thread_local! {
     /// The last chain's id prefix: appends and verification walk one chain at a time.
     static CHAIN_PREFIX: std::cell::RefCell<Option<(Family, String, [u8; 16])>> =
         const { std::cell::RefCell::new(None) };
-    /// The hash input's buffer, reused from record to record.
-    static HASH_INPUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    /// Text buffers (the hash input, a payload's escaped text), reused from record to record.
+    static BUFFERS: std::cell::RefCell<(String, String)> =
+        const { std::cell::RefCell::new((String::new(), String::new())) };
 }
 
 /// The fields of one record, borrowed: shared by evidence and journal records.
@@ -225,42 +226,94 @@ pub fn hash_input(f: &Fields<'_>) -> String {
     out
 }
 
-fn write_hash_input(out: &mut String, f: &Fields<'_>) {
-    out.reserve(320 + f.payload_json.len() * 9 / 8);
+/// The hash input's fields before `previous_chain_hash` in key order (the part that does not
+/// depend on the chain's head, apart from the payload).
+#[derive(Clone, Copy)]
+struct PrefixFields<'a> {
+    chain_id: &'a str,
+    created_at: u64,
+    hash_algorithm: &'a str,
+    operation_id: Option<&'a str>,
+    policy_id: &'a str,
+    policy_version: &'a str,
+}
+
+/// Writes the hash input up to (not including) `previous_chain_hash`; `payload` writes
+/// `payload_json`'s value.
+fn write_prefix(
+    out: &mut String,
+    p: &PrefixFields<'_>,
+    payload_digest: &str,
+    payload: impl FnOnce(&mut String),
+) {
     // Keys in RFC 8785 order (all ASCII, so UTF-16 order is byte order).
     out.push_str("{\"chain_id\":");
-    write_str(out, f.chain_id);
+    write_str(out, p.chain_id);
     out.push_str(",\"created_at\":");
-    push_u64(out, f.created_at);
+    push_u64(out, p.created_at);
     out.push_str(",\"hash_algorithm\":");
-    write_str(out, f.hash_algorithm);
-    if let Some(op) = f.operation_id {
+    write_str(out, p.hash_algorithm);
+    if let Some(op) = p.operation_id {
         out.push_str(",\"operation_id\":");
         write_str(out, op);
     }
     out.push_str(",\"payload_digest\":");
-    write_str(out, f.payload_digest);
+    write_str(out, payload_digest);
     out.push_str(",\"payload_json\":");
-    write_str(out, f.payload_json);
+    payload(out);
     out.push_str(",\"policy_id\":");
-    write_str(out, f.policy_id);
+    write_str(out, p.policy_id);
     out.push_str(",\"policy_version\":");
-    write_str(out, f.policy_version);
-    if let Some(prev) = f.previous_chain_hash {
+    write_str(out, p.policy_version);
+}
+
+/// Writes the rest of the hash input, from `previous_chain_hash` on.
+fn write_suffix(
+    out: &mut String,
+    previous_chain_hash: Option<&str>,
+    record_id: &str,
+    record_type: &str,
+    sequence: u64,
+    supersedes_record_id: Option<&str>,
+) {
+    if let Some(prev) = previous_chain_hash {
         out.push_str(",\"previous_chain_hash\":");
         write_str(out, prev);
     }
     out.push_str(",\"record_id\":");
-    write_str(out, f.record_id);
+    write_str(out, record_id);
     out.push_str(",\"record_type\":");
-    write_str(out, f.record_type);
+    write_str(out, record_type);
     out.push_str(",\"sequence\":");
-    push_u64(out, f.sequence);
-    if let Some(sup) = f.supersedes_record_id {
+    push_u64(out, sequence);
+    if let Some(sup) = supersedes_record_id {
         out.push_str(",\"supersedes_record_id\":");
         write_str(out, sup);
     }
     out.push('}');
+}
+
+fn write_hash_input(out: &mut String, f: &Fields<'_>) {
+    out.reserve(320 + f.payload_json.len() * 9 / 8);
+    let prefix = PrefixFields {
+        chain_id: f.chain_id,
+        created_at: f.created_at,
+        hash_algorithm: f.hash_algorithm,
+        operation_id: f.operation_id,
+        policy_id: f.policy_id,
+        policy_version: f.policy_version,
+    };
+    write_prefix(out, &prefix, f.payload_digest, |out| {
+        write_str(out, f.payload_json);
+    });
+    write_suffix(
+        out,
+        f.previous_chain_hash,
+        f.record_id,
+        f.record_type,
+        f.sequence,
+        f.supersedes_record_id,
+    );
 }
 
 /// The chain hash of a record's fields.
@@ -268,38 +321,61 @@ pub fn chain_hash(f: &Fields<'_>) -> Digest {
     chain_hash_text(f).to_digest()
 }
 
-/// The chain hash's text: the hash input is written into a buffer reused from record to record
-/// and hashed once.
-pub(crate) fn chain_hash_text(f: &Fields<'_>) -> DigestText {
-    HASH_INPUT.with(|buffer| match buffer.try_borrow_mut() {
-        Ok(mut buffer) => {
-            buffer.clear();
-            write_hash_input(&mut buffer, f);
-            let digest = digest_text(buffer.as_bytes());
-            // Keep the buffer for the next record unless a huge payload grew it.
-            if buffer.capacity() > 1 << 20 {
-                *buffer = String::new();
+/// Runs `f` with the thread's text buffers (cleared), reused from record to record.
+fn with_buffers<T>(f: impl FnOnce(&mut String, &mut String) -> T) -> T {
+    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
+        Ok(mut buffers) => {
+            let (a, b) = &mut *buffers;
+            a.clear();
+            b.clear();
+            let out = f(a, b);
+            // Keep the buffers for the next record unless a huge payload grew them.
+            for buffer in [a, b] {
+                if buffer.capacity() > 1 << 20 {
+                    *buffer = String::new();
+                }
             }
-            digest
+            out
         }
-        // Not reentrant; should it ever be, a fresh buffer gives the same hash.
-        Err(_) => digest_text(hash_input(f).as_bytes()),
+        // Not reentrant; should it ever be, fresh buffers give the same result.
+        Err(_) => f(&mut String::new(), &mut String::new()),
     })
 }
 
-/// Decimal digits of `n`.
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// The chain hash's text: the hash input is written into a reused buffer and hashed once.
+pub(crate) fn chain_hash_text(f: &Fields<'_>) -> DigestText {
+    with_buffers(|buffer, _| {
+        write_hash_input(buffer, f);
+        digest_text(buffer.as_bytes())
+    })
+}
+
+/// Decimal digits of an integer, on the stack.
+#[derive(Default)]
+struct Digits([u8; 21]);
+
+impl Digits {
+    /// The digits of `n`, after a minus sign when `negative`.
+    fn of(&mut self, mut n: u64, negative: bool) -> &str {
+        let mut i = self.0.len();
+        loop {
+            i -= 1;
+            self.0[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        if negative {
+            i -= 1;
+            self.0[i] = b'-';
+        }
+        std::str::from_utf8(&self.0[i..]).unwrap_or("0")
     }
-    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+}
+
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(Digits::default().of(n, false));
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -389,41 +465,115 @@ pub fn canonical_json(
     }
 }
 
+/// Where the canonical writer writes.
+trait Sink {
+    /// Text with nothing to escape (punctuation, numbers, literals).
+    fn plain(&mut self, s: &str);
+    /// One byte of punctuation.
+    fn byte(&mut self, b: char);
+    /// A JSON string.
+    fn string(&mut self, s: &str);
+}
+
+impl Sink for String {
+    fn plain(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn byte(&mut self, b: char) {
+        self.push(b);
+    }
+    fn string(&mut self, s: &str) {
+        write_str(self, s);
+    }
+}
+
+/// The canonical text and, at once, its contents as a JSON string (what the hash input embeds
+/// as `payload_json`): no second pass over the text to escape its quotes.
+struct Dual<'a> {
+    text: &'a mut String,
+    escaped: &'a mut String,
+}
+
+impl Sink for Dual<'_> {
+    fn plain(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.escaped.push_str(s);
+    }
+    fn byte(&mut self, b: char) {
+        self.text.push(b);
+        self.escaped.push(b);
+    }
+    fn string(&mut self, s: &str) {
+        if next_escape(s.as_bytes(), 0) == s.len() {
+            self.text.reserve(s.len() + 2);
+            self.text.push('"');
+            self.text.push_str(s);
+            self.text.push('"');
+            self.escaped.reserve(s.len() + 4);
+            self.escaped.push_str("\\\"");
+            self.escaped.push_str(s);
+            self.escaped.push_str("\\\"");
+        } else {
+            let start = self.text.len();
+            write_str(self.text, s);
+            let quoted = &self.text[start..];
+            // The quoted string's own text as the contents of a JSON string: the escape of it,
+            // without the surrounding quotes `write_str` adds.
+            let mut again = String::with_capacity(quoted.len() * 2);
+            write_str(&mut again, quoted);
+            self.escaped
+                .push_str(again.get(1..again.len() - 1).unwrap_or(""));
+        }
+    }
+}
+
+/// The canonical text of `value`, and its contents as a JSON string written into `escaped`
+/// (`None` when the fast path cannot write it).
+fn canonical_json_escaped(value: &Value, escaped: &mut String) -> Option<String> {
+    let mut text = String::with_capacity(256);
+    write_canonical(
+        &mut Dual {
+            text: &mut text,
+            escaped,
+        },
+        value,
+    )
+    .then_some(text)
+}
+
 /// Returns `false` when the fast path cannot write `v` exactly.
-fn write_canonical(out: &mut String, v: &Value) -> bool {
+fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
     match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.plain("null"),
+        Value::Bool(b) => out.plain(if *b { "true" } else { "false" }),
         Value::Number(n) => {
+            let mut digits = Digits::default();
             if let Some(u) = n.as_u64() {
                 if u > MAX_SAFE_INTEGER {
                     return false;
                 }
-                push_u64(out, u);
+                out.plain(digits.of(u, false));
             } else if let Some(i) = n.as_i64() {
                 if i.unsigned_abs() > MAX_SAFE_INTEGER {
                     return false;
                 }
-                if i < 0 {
-                    out.push('-');
-                }
-                push_u64(out, i.unsigned_abs());
+                out.plain(digits.of(i.unsigned_abs(), i < 0));
             } else {
                 return false;
             }
         }
-        Value::String(s) => write_str(out, s),
+        Value::String(s) => out.string(s),
         Value::Array(items) => {
-            out.push('[');
+            out.byte('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.byte(',');
                 }
                 if !write_canonical(out, item) {
                     return false;
                 }
             }
-            out.push(']');
+            out.byte(']');
         }
         Value::Object(map) => {
             // The map iterates in key order (a `BTreeMap`) unless serde_json's `preserve_order`
@@ -435,14 +585,14 @@ fn write_canonical(out: &mut String, v: &Value) -> bool {
                 previous = Some(k);
                 ok
             });
-            out.push('{');
+            out.byte('{');
             if in_order {
                 for (i, (k, item)) in map.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.byte(',');
                     }
-                    write_str(out, k);
-                    out.push(':');
+                    out.string(k);
+                    out.byte(':');
                     if !write_canonical(out, item) {
                         return false;
                     }
@@ -456,16 +606,16 @@ fn write_canonical(out: &mut String, v: &Value) -> bool {
                 }
                 for (i, (k, item)) in entries.into_iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.byte(',');
                     }
-                    write_str(out, k);
-                    out.push(':');
+                    out.string(k);
+                    out.byte(':');
                     if !write_canonical(out, item) {
                         return false;
                     }
                 }
             }
-            out.push('}');
+            out.byte('}');
         }
     }
     true
@@ -676,26 +826,59 @@ impl<'a> AppendFields<'a> {
     }
 }
 
-/// An append's payload as stored: its canonical JSON text and its digest. It does not depend on
-/// the chain's head, so the SQLite store computes it on the appender's thread, before the append
-/// takes its place in the writer's queue.
+/// The head-independent part of sealing an append: its payload's canonical JSON text and digest,
+/// and BLAKE3 already run over the hash input up to `previous_chain_hash` (every field before it
+/// in key order is known before the append takes its place in the chain). The SQLite store
+/// prepares on the appender's thread, so its single writer only hashes the last ~150 bytes.
 #[derive(Debug, Clone)]
-pub(crate) struct CanonicalPayload {
+pub(crate) struct Prepared {
     pub(crate) json: String,
     pub(crate) digest: DigestText,
+    prefix: blake3::Hasher,
 }
 
-impl CanonicalPayload {
-    pub(crate) fn of(value: &Value) -> Result<Self, EvidenceError> {
-        let json = canonical_json(value).map_err(|e| invalid(e.to_string()))?;
-        let digest = digest_text(json.as_bytes());
-        Ok(Self { json, digest })
+impl Prepared {
+    pub(crate) fn new(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
+        with_buffers(|buffer, escaped| {
+            let (json, escaped) = match canonical_json_escaped(value, escaped) {
+                Some(json) => (json, Some(&*escaped)),
+                None => (
+                    canonical::to_canonical_string(value).map_err(|e| invalid(e.to_string()))?,
+                    None,
+                ),
+            };
+            let digest = digest_text(json.as_bytes());
+            let fields = PrefixFields {
+                chain_id: a.chain_id.as_str(),
+                created_at: a.created_at.0,
+                hash_algorithm: HASH_ALGORITHM,
+                operation_id: a.operation_id.map(OperationId::as_str),
+                policy_id: a.policy_id,
+                policy_version: a.policy_version,
+            };
+            buffer.reserve(256 + json.len() * 9 / 8);
+            write_prefix(buffer, &fields, digest.as_str(), |out| match escaped {
+                Some(escaped) => {
+                    out.push('"');
+                    out.push_str(escaped);
+                    out.push('"');
+                }
+                None => write_str(out, &json),
+            });
+            let mut prefix = blake3::Hasher::new();
+            prefix.update(buffer.as_bytes());
+            Ok(Self {
+                json,
+                digest,
+                prefix,
+            })
+        })
     }
 }
 
 /// An evidence append's payload, checked against its type's schema (the parsed payload feeds the
 /// lifecycle check and the indexes) and canonicalized.
-pub(crate) type PreparedEvidence = Result<(CanonicalPayload, payload::Payload), EvidenceError>;
+pub(crate) type PreparedEvidence = Result<(Prepared, payload::Payload), EvidenceError>;
 
 /// Checks and canonicalizes an evidence append's payload.
 pub(crate) fn prepare_evidence(entry: &EvidenceAppend) -> PreparedEvidence {
@@ -705,7 +888,10 @@ pub(crate) fn prepare_evidence(entry: &EvidenceAppend) -> PreparedEvidence {
             record_type_str(entry.record_type)
         ))
     })?;
-    Ok((CanonicalPayload::of(&entry.payload)?, parsed))
+    Ok((
+        Prepared::new(&AppendFields::evidence(entry), &entry.payload)?,
+        parsed,
+    ))
 }
 
 /// Checks the fields of an append that do not depend on the chain's state.
@@ -738,7 +924,7 @@ pub(crate) struct Seal {
 /// hash. It does not check the chain's lifecycle rules (that is [`crate::ChainTracker`]'s job).
 pub(crate) fn seal_on(
     a: &AppendFields<'_>,
-    payload: Result<&CanonicalPayload, &EvidenceError>,
+    prepared: Result<&mut Prepared, &EvidenceError>,
     head: Option<&ChainHead>,
 ) -> Result<Seal, EvidenceError> {
     let next = head.map_or(0, |h| h.sequence + 1);
@@ -753,16 +939,21 @@ pub(crate) fn seal_on(
         return Err(invalid("the chain is full (2^53 - 1 records)"));
     }
     check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
-    let payload = payload.map_err(Clone::clone)?;
+    let prepared = prepared.map_err(Clone::clone)?;
     let record_id = record_id_text(a.family, a.chain_id, next);
     let previous = head.map(|h| h.chain_hash.clone());
-    let chain_hash = chain_hash_text(&sealed_fields(
-        a,
-        payload,
-        next,
-        &record_id,
-        previous.as_ref(),
-    ))
+    let chain_hash = with_buffers(|suffix, _| {
+        write_suffix(
+            suffix,
+            previous.as_ref().map(Digest::as_str),
+            record_id.as_str(),
+            a.record_type,
+            next,
+            a.supersedes_record_id.map(RecordId::as_str),
+        );
+        prepared.prefix.update(suffix.as_bytes());
+        DigestText::of_hash(&prepared.prefix.finalize())
+    })
     .to_digest();
     Ok(Seal {
         sequence: next,
@@ -774,7 +965,7 @@ pub(crate) fn seal_on(
 
 fn sealed_fields<'a>(
     a: &AppendFields<'a>,
-    payload: &'a CanonicalPayload,
+    payload: &'a Prepared,
     sequence: u64,
     record_id: &'a RecordIdText,
     previous: Option<&'a Digest>,
@@ -801,7 +992,7 @@ impl Seal {
     pub(crate) fn fields<'a>(
         &'a self,
         a: &AppendFields<'a>,
-        payload: &'a CanonicalPayload,
+        payload: &'a Prepared,
     ) -> Fields<'a> {
         sealed_fields(
             a,
@@ -834,7 +1025,7 @@ impl Seal {
         a: &AppendFields<'_>,
         record_type: T,
         record_id: RecordId,
-        payload: CanonicalPayload,
+        payload: Prepared,
     ) -> Record<T> {
         Record {
             record_id,
@@ -864,9 +1055,9 @@ pub fn seal(
     entry: &EvidenceAppend,
     head: Option<&ChainHead>,
 ) -> Result<EvidenceRecord, EvidenceError> {
-    let prepared = prepare_evidence(entry);
+    let mut prepared = prepare_evidence(entry);
     let a = AppendFields::evidence(entry);
-    let seal = seal_on(&a, prepared.as_ref().map(|(p, _)| p), head)?;
+    let seal = seal_on(&a, prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e), head)?;
     let (payload, _) = prepared?;
     let record_id = seal.record_id()?;
     Ok(seal

@@ -37,7 +37,7 @@ use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
 use crate::record::{
-    self, AppendFields, CanonicalPayload, Family, PreparedEvidence, Record, RecordKind,
+    self, AppendFields, Prepared, Family, PreparedEvidence, Record, RecordKind,
 };
 use crate::store::{self, GovernedStore, IndexEntries, JournalStore, OperationRef};
 use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
@@ -228,7 +228,7 @@ impl Default for SqliteOptions {
 /// append's `payload` value was dropped there too.
 enum JobOp {
     Evidence(EvidenceAppend, PreparedEvidence),
-    Journal(JournalAppend, Result<CanonicalPayload, EvidenceError>),
+    Journal(JournalAppend, Result<Prepared, EvidenceError>),
 }
 
 impl JobOp {
@@ -1303,7 +1303,12 @@ impl Writer {
             fresh,
         )?;
         let a = AppendFields::evidence(entry);
-        let seal = record::seal_on(&a, prepared.as_ref().map(|(p, _)| p), tracker.head())
+        let mut prepared = prepared;
+        let seal = record::seal_on(
+            &a,
+            prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
+            tracker.head(),
+        )
             .map_err(Step::Refused)?;
         let (payload, parsed) = prepared.map_err(Step::Refused)?;
         let view = View {
@@ -1329,7 +1334,7 @@ impl Writer {
     fn append_journal(
         &mut self,
         entry: &JournalAppend,
-        prepared: Result<CanonicalPayload, EvidenceError>,
+        prepared: Result<Prepared, EvidenceError>,
         fresh: bool,
     ) -> Result<AppendReceipt, Step> {
         let conn = &self.conn;
@@ -1341,7 +1346,9 @@ impl Writer {
             fresh,
         )?;
         let a = entry.fields();
-        let seal = record::seal_on(&a, prepared.as_ref(), tracker.head()).map_err(Step::Refused)?;
+        let mut prepared = prepared;
+        let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), tracker.head())
+            .map_err(Step::Refused)?;
         let payload = prepared.map_err(Step::Refused)?;
         let fields = seal.fields(&a, &payload);
         tracker

@@ -113,6 +113,54 @@ impl Exception {
 /// What a governed composition root hands [`crate::ExecutorBuilder::governance`]: the task
 /// boundary's [`GovernedRecorder`] (its profile, `governed` or `certifiable`, becomes the
 /// executor's) and the recorded exceptions.
+///
+/// ```
+/// use std::sync::Arc;
+/// use warden_contracts::*;
+/// use warden_evidence::{FixedClock, MemoryStore, payload::CloseDisposition};
+/// use warden_executor::*;
+/// use warden_policy::{Decision, PolicySnapshot};
+///
+/// struct Echo(ActionDescriptor);
+/// #[async_trait::async_trait]
+/// impl Tool for Echo {
+///     fn descriptor(&self) -> &ActionDescriptor { &self.0 }
+///     async fn invoke(&self, _: InvocationToken, args: serde_json::Value)
+///         -> Result<serde_json::Value, ToolError> { Ok(args) }
+/// }
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let snapshot = Arc::new(PolicySnapshot::builder().default(Decision::Allow).build().unwrap());
+/// let bytes = PolicySnapshotBytes::new(snapshot.reference(), snapshot.canonical_json())?;
+/// let binding = GovernanceBinding {
+///     task_boundary: TaskBoundary::new("task-1")?,
+///     chain_id: ChainId::new("task-1")?,
+///     policy: snapshot.reference(),
+///     profile: RuntimeProfile::Certifiable,
+/// };
+/// let store = Arc::new(MemoryStore::new());
+/// let governance =
+///     Governance::open(store, binding, &bytes, Arc::new(FixedClock::new(1_700_000_000_000))).await?;
+/// let mut registry = Registry::new();
+/// registry.register(Arc::new(Echo(ActionDescriptor::new("echo", "1", ActionSource::Builtin {})?)))?;
+/// let executor = ActionExecutor::builder(registry)
+///     .policy(Arc::new(SnapshotPolicy::new(snapshot)))
+///     .governance(governance.clone())
+///     .build()?;
+/// let scope = ExecutionScopeRef::Ephemeral { scope_id: ScopeId::new("s")? };
+/// let me = PrincipalRef { id: PrincipalId::new("me")?, kind: PrincipalKind::Local };
+/// let context = ExecutionContext::new(ContextId::new("c")?, scope.clone(), me, BackendRef::new("in_process")?);
+/// let request = ExecutionRequest::new(
+///     RequestId::new("r-1")?, ActionRef::new("echo")?, serde_json::json!({"x": 1}), scope,
+/// )?;
+/// let report = executor.execute_reported(request, &context, ExecuteOptions::new()).await;
+/// assert!(report.outcome.is_success());
+/// assert_eq!(report.outcome.profile(), RuntimeProfile::Certifiable);
+/// // policy_bound, operation_started, two gates (the tool's guard, the policy), the terminal.
+/// assert_eq!(report.receipts.len(), 5);
+/// assert_eq!(report.receipts[4].record_type, RecordType::CallableCompleted);
+/// governance.recorder().close(CloseDisposition::Completed).await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Governance {
     recorder: GovernedRecorder,

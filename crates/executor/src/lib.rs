@@ -10,7 +10,10 @@
 //! stage order, compiled per action into a cached [`ExecutionPlan`]), [`Handlers`] (session
 //! gate, guards, security hooks, transforms, post and error handlers), [`Limits`] (capacity
 //! admission), [`SnapshotPolicy`] (a compiled `warden-policy` snapshot behind the contracts
-//! `PolicyEvaluator` port) and [`ReviewLoop`] (approvals and the reviewer denial bound).
+//! `PolicyEvaluator` port), [`ReviewLoop`] (approvals and the reviewer denial bound) and
+//! [`Governance`] (the governed and certifiable profiles: hash-chained evidence from
+//! `warden-evidence` as control flow; [`ActionExecutor::execute_reported`] answers the
+//! receipts in an [`ExecutionReport`]).
 //!
 //! Key design decision: the stage order is one function over an immutable plan, not a chain of
 //! hooks attached at construction: a tool registered, a plugin materialized or a handler added

@@ -23,6 +23,7 @@ use crate::error::{Location, PolicyError, RuleErrorKind};
 use crate::file::{LoadedPolicy, RuleList};
 use crate::guard::GuardSet;
 use crate::matcher::{PathEnv, Pattern};
+use crate::preset::Preset;
 use crate::receipt::Approvers;
 use crate::rule::Rule;
 use crate::wildcard::Wildcard;
@@ -32,23 +33,23 @@ pub const SNAPSHOT_FORMAT: &str = "warden.policy-snapshot/1";
 
 /// A rule as declared, with where it was declared.
 #[derive(Debug, Clone)]
-struct RuleDecl {
-    text: String,
-    at: Location,
+pub(crate) struct RuleDecl {
+    pub(crate) text: String,
+    pub(crate) at: Location,
 }
 
 /// One source's declared rules.
 #[derive(Debug, Clone)]
-struct SetDecl {
-    source: Source,
+pub(crate) struct SetDecl {
+    pub(crate) source: Source,
     /// The file's own lists (ordered after every merged source).
-    own: bool,
-    lists: [Vec<RuleDecl>; 3],
-    notes: BTreeMap<String, (String, Location)>,
-    at: Location,
+    pub(crate) own: bool,
+    pub(crate) lists: [Vec<RuleDecl>; 3],
+    pub(crate) notes: BTreeMap<String, (String, Location)>,
+    pub(crate) at: Location,
 }
 
-fn list_slot(kind: ListKind) -> usize {
+pub(crate) fn list_slot(kind: ListKind) -> usize {
     match kind {
         ListKind::Deny => 0,
         ListKind::Ask => 1,
@@ -78,15 +79,20 @@ pub struct PolicyBuilder {
     id: Option<String>,
     version: Option<String>,
     default: Option<Decision>,
-    sets: Vec<SetDecl>,
-    profiles: BTreeMap<String, ToolProfile>,
+    pub(crate) sets: Vec<SetDecl>,
+    pub(crate) profiles: BTreeMap<String, ToolProfile>,
     profile_origin: BTreeMap<String, Location>,
     aliases: BTreeMap<String, Vec<String>>,
     env: PathEnv,
     first_label: Option<String>,
     containment: Option<Containment>,
+    /// Prompt directives (text only; see `crate::directives`).
+    pub(crate) directives: crate::directives::Directives,
     guards: Option<GuardSet>,
     approvers: Approvers,
+    preset: Option<(Preset, Location)>,
+    /// Programmable permissions declared (`crate::permission`): listed and digested.
+    pub(crate) permissions: Vec<crate::permission::PermissionInfo>,
 }
 
 impl Default for PolicyBuilder {
@@ -112,8 +118,33 @@ impl PolicyBuilder {
             },
             first_label: None,
             containment: None,
+            directives: Default::default(),
             guards: None,
             approvers: Approvers::new(),
+            preset: None,
+            permissions: Vec::new(),
+        }
+    }
+
+    /// Starts from a preset (design.md §4.5): every rule and source applies on top of it, and
+    /// it supplies the default unless one is set. Two different presets are an error.
+    pub fn preset(self, preset: Preset) -> Result<Self, PolicyError> {
+        self.preset_at(preset, Location::file("<library>"))
+    }
+
+    fn preset_at(mut self, preset: Preset, at: Location) -> Result<Self, PolicyError> {
+        match &self.preset {
+            Some((other, first)) if *other != preset => Err(PolicyError::Syntax {
+                at,
+                message: format!(
+                    "preset `{preset}` conflicts with preset `{other}` set in {first}: a policy starts from one preset"
+                ),
+            }),
+            Some(_) => Ok(self),
+            None => {
+                self.preset = Some((preset, at));
+                Ok(self)
+            }
         }
     }
 
@@ -157,12 +188,10 @@ impl PolicyBuilder {
 
     /// Adds approver classes; a class declared again must have the same keys.
     pub fn approvers(mut self, a: &Approvers) -> Result<Self, PolicyError> {
-        self.approvers
-            .merge(a)
-            .map_err(|e| PolicyError::Syntax {
-                at: Location::file("<library>"),
-                message: e.to_string(),
-            })?;
+        self.approvers.merge(a).map_err(|e| PolicyError::Syntax {
+            at: Location::file("<library>"),
+            message: e.to_string(),
+        })?;
         Ok(self)
     }
 
@@ -209,6 +238,7 @@ impl PolicyBuilder {
     /// `[source]` or the file stem), its default, `[tools]`, `id` and `version`.
     pub fn file(mut self, policy: &LoadedPolicy) -> Result<Self, PolicyError> {
         let f = &policy.file;
+        crate::scope::refuse_scoped_file(policy)?;
         if let Some(key) = f.reserved_keys_present().first() {
             return Err(PolicyError::Unsupported {
                 at: Location {
@@ -231,8 +261,19 @@ impl PolicyBuilder {
         if let Some(d) = f.default {
             self = self.default(d);
         }
+        if let Some(p) = f.preset {
+            let at = Location {
+                file: policy.label.clone(),
+                line: policy.line_of("preset"),
+                pointer: Some("/preset".into()),
+            };
+            self = self.preset_at(p, at)?;
+        }
         if let Some(c) = &f.containment {
             self = self.containment(c.clone());
+        }
+        if let Some(d) = &f.directives {
+            self = self.directives(d);
         }
         if let Some(g) = &f.guards {
             self = self.guards(crate::guard::compile_file_guards(policy, g)?);
@@ -300,7 +341,10 @@ impl PolicyBuilder {
 
     /// Compiles the declarations into a snapshot.
     pub fn build(self) -> Result<PolicySnapshot, PolicyError> {
-        Compiler::new(self).compile()
+        let declared = Arc::new(self.clone());
+        let mut snapshot = Compiler::new(self).compile()?;
+        snapshot.declared = declared;
+        Ok(snapshot)
     }
 }
 
@@ -545,10 +589,17 @@ pub struct PolicySnapshot {
     pub(crate) profiles: BTreeMap<String, ToolProfile>,
     pub(crate) env: PathEnv,
     pub(crate) containment: Containment,
+    /// Prompt directives: covered by the digest, never consulted by a decision.
+    pub(crate) directives: crate::directives::Directives,
     pub(crate) guards: GuardSet,
     pub(crate) approvers: Approvers,
     /// The default's reason for every tool the policy names, made once.
     pub(crate) default_reasons: FxHashMap<String, Arc<str>>,
+    pub(crate) preset: Option<Preset>,
+    /// The declarations it was built from, so a grant can rebuild it changed.
+    pub(crate) declared: Arc<PolicyBuilder>,
+    /// Programmable permissions declared (`crate::permission`), in registration order.
+    pub(crate) permissions: Vec<crate::permission::PermissionInfo>,
 }
 
 impl PolicySnapshot {
@@ -594,6 +645,10 @@ impl PolicySnapshot {
     pub fn default_decision(&self) -> Decision {
         self.default
     }
+    /// The preset the policy starts from, if any.
+    pub fn preset(&self) -> Option<Preset> {
+        self.preset
+    }
     /// The sources, in evaluation order.
     pub fn sources(&self) -> &[SourceInfo] {
         &self.sources
@@ -630,11 +685,40 @@ impl Compiler {
     }
 
     fn compile(self) -> Result<PolicySnapshot, PolicyError> {
-        let b = self.b;
+        let mut b = self.b;
         let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
-        let default = b.default.ok_or(PolicyError::MissingDefault {
-            at: default_at.clone(),
-        })?;
+        let default = b
+            .default
+            .or(b.preset.as_ref().map(|(p, _)| p.default_decision()))
+            .ok_or(PolicyError::MissingDefault {
+                at: default_at.clone(),
+            })?;
+        if let Some((preset, at)) = b.preset.clone()
+            && !preset.deny_rules().is_empty()
+        {
+            let mut set = SetDecl {
+                source: Source {
+                    name: preset.source_name(),
+                    rank: crate::preset::PRESET_RANK,
+                    trusted: true,
+                    path: None,
+                    hash: None,
+                },
+                own: false,
+                lists: Default::default(),
+                notes: BTreeMap::new(),
+                at: at.clone(),
+            };
+            set.lists[list_slot(ListKind::Deny)] = preset
+                .deny_rules()
+                .iter()
+                .map(|r| RuleDecl {
+                    text: (*r).to_owned(),
+                    at: at.clone(),
+                })
+                .collect();
+            b.sets.push(set);
+        }
         // Sources: names non-empty and unique.
         let mut seen: HashMap<&str, &Location> = HashMap::new();
         for set in &b.sets {
@@ -747,6 +831,7 @@ impl Compiler {
                 .unwrap_or_else(|| "policy".into());
         let version = b.version.clone().unwrap_or_else(|| "0".into());
         let canonical_value = canonical_form(&b, &order, &id, &version, default);
+        let canonical_value = crate::permission::cover(canonical_value, &b.permissions);
         let canonical = warden_contracts::canonical::to_canonical_string(&canonical_value)
             .map_err(|e| PolicyError::Write {
                 message: e.to_string(),
@@ -759,6 +844,8 @@ impl Compiler {
             canonical,
             default,
             sources,
+            preset: b.preset.as_ref().map(|(p, _)| *p),
+            declared: Arc::new(PolicyBuilder::new()),
             default_reasons: rules
                 .iter()
                 .filter(|r| r.tool_glob.is_none())
@@ -771,8 +858,10 @@ impl Compiler {
             profiles: b.profiles.clone(),
             env: b.env.clone(),
             containment: b.containment.clone().unwrap_or_default(),
+            directives: b.directives.clone(),
             guards: b.guards.clone().unwrap_or_default(),
             approvers: b.approvers.clone(),
+            permissions: b.permissions.clone(),
         })
     }
 }
@@ -952,7 +1041,9 @@ fn canonical_form(
         "tools": b.profiles.iter().map(|(k, v)| (k.clone(), json!({"match": v.matcher.name(), "field": v.field}))).collect::<serde_json::Map<_, _>>(),
         "aliases": b.aliases,
         "containment": b.containment.clone().unwrap_or_default(),
+        "directives": b.directives,
         "guards": b.guards.as_ref().map(|g| g.declared().clone()).unwrap_or_default(),
         "approvers": b.approvers.canonical(),
+        "preset": b.preset.as_ref().map(|(p, _)| p.name()),
     })
 }

@@ -30,6 +30,9 @@ pub struct Call {
     pub cwd: Option<PathBuf>,
     /// Symlink-resolved forms of lexical paths, filled in by the edge: lexical → resolved.
     pub resolved_paths: BTreeMap<String, String>,
+    /// The containment the call runs under, when the backend proves one (`landlock+netns`;
+    /// empty when unnamed): bare ask rules do not ask for it (agentpolicy's confinement).
+    pub confined: Option<String>,
 }
 
 impl Call {
@@ -40,7 +43,14 @@ impl Call {
             args,
             cwd: None,
             resolved_paths: BTreeMap::new(),
+            confined: None,
         }
+    }
+
+    /// The same call, running confined by `mechanism` (proven by the backend).
+    pub fn confined_by(mut self, mechanism: impl Into<String>) -> Self {
+        self.confined = Some(mechanism.into());
+        self
     }
 
     /// The same call with a working directory.
@@ -103,6 +113,9 @@ pub struct Verdict {
     pub subjects: Vec<SubjectVerdict>,
     /// The digest of the snapshot that decided.
     pub policy_digest: Digest,
+    /// The containment the call was decided under, when it runs confined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confined: Option<String>,
 }
 
 /// How the subjects of a call were obtained.
@@ -114,11 +127,11 @@ enum Split {
 /// A subject with its matcher values ready.
 pub(crate) struct Prepared {
     pub(crate) subject: Subject,
-    restrict: Value,
+    pub(crate) restrict: Value,
     /// The allow-side value; `None` when it is the same as `restrict` (saves a copy).
     permit: Option<Value>,
     /// Why the program cannot be known statically.
-    unknown: Option<String>,
+    pub(crate) unknown: Option<String>,
     /// More readings deny and ask rules try (a shell command's literal argv, each wrapper
     /// layer, …); empty for every other subject.
     also: Vec<Value>,
@@ -126,6 +139,8 @@ pub(crate) struct Prepared {
     allow_only: AllowOnly,
     /// The shell command behind the subject, for explanations.
     pub(crate) shell: Option<shell::ShellCommand>,
+    /// A shell command that is a known read-only (program, flags) pair.
+    pub(crate) read_only: bool,
 }
 
 /// Conditions an allow rule must meet, besides matching, to allow a subject.
@@ -300,6 +315,7 @@ impl PolicySnapshot {
             extends,
             hazards,
             constraint,
+            read_only,
             ..
         } = c;
         let kind = self.profiles.get("bash").map(|p| p.matcher);
@@ -354,6 +370,7 @@ impl PolicySnapshot {
                 hazards,
             },
             shell: kept,
+            read_only,
         }
     }
 
@@ -435,11 +452,22 @@ impl PolicySnapshot {
             also: Vec::new(),
             allow_only: AllowOnly::default(),
             shell: None,
+            read_only: false,
         }
     }
 
     /// The first rule of `list` that fires for the subject, if any: matches and is not carved out.
     pub(crate) fn first_match(&self, list: ListKind, p: &Prepared) -> Option<&CompiledRule> {
+        self.first_match_where(list, p, false)
+    }
+
+    /// [`Self::first_match`], skipping bare rules (and tool-name globs) when `skip_bare`.
+    fn first_match_where(
+        &self,
+        list: ListKind,
+        p: &Prepared,
+        skip_bare: bool,
+    ) -> Option<&CompiledRule> {
         let index = &self.lists[slot(list)];
         let (view, value) = match list {
             ListKind::Allow => (View::Permit, p.permit()),
@@ -453,7 +481,9 @@ impl PolicySnapshot {
             View::Permit => &[],
         };
         if let Some(t) = tool_index {
-            candidates.extend_from_slice(&t.bare);
+            if !skip_bare {
+                candidates.extend_from_slice(&t.bare);
+            }
             if !t.keyed.is_empty() {
                 for v in std::iter::once(value).chain(also) {
                     v.for_each_probe_of_lengths(t.key_lens, &mut |probe| {
@@ -464,7 +494,9 @@ impl PolicySnapshot {
                 }
             }
         }
-        index.for_each_tool_glob(&self.rules, tool, |id| candidates.push(id));
+        if !skip_bare {
+            index.for_each_tool_glob(&self.rules, tool, |id| candidates.push(id));
+        }
         if candidates.len() > 1 {
             candidates.sort_unstable();
             candidates.dedup();
@@ -487,6 +519,17 @@ impl PolicySnapshot {
     /// own source's rules.
     fn carved_out(&self, t: &ToolIndex, rule: &CompiledRule, list: ListKind, p: &Prepared) -> bool {
         !t.carve_outs.is_empty() && self.carving_rule(t, rule, list, p).is_some()
+    }
+
+    /// Whether carve-out `c` can cancel `rule`: a trusted carve-out reaches rules of sources
+    /// ranked at or below its own, an untrusted one only its own source's rules.
+    pub(crate) fn carve_out_reaches(&self, c: &CompiledRule, rule: &CompiledRule) -> bool {
+        let by = &self.sources[c.source];
+        if by.trusted {
+            by.rank >= self.sources[rule.source].rank
+        } else {
+            c.source == rule.source
+        }
     }
 
     /// The carve-out that cancels `rule` for this subject, if any.
@@ -521,7 +564,7 @@ impl PolicySnapshot {
             })
     }
 
-    fn tool_has_deny_rules(&self, tool: &str, with_specifier: bool) -> bool {
+    pub(crate) fn tool_has_deny_rules(&self, tool: &str, with_specifier: bool) -> bool {
         let deny = &self.lists[slot(ListKind::Deny)];
         let direct = deny.by_tool.get(tool).is_some_and(|t| {
             if with_specifier {
@@ -533,7 +576,7 @@ impl PolicySnapshot {
         direct || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
     }
 
-    fn decide_subject(&self, p: &Prepared) -> SubjectVerdict {
+    fn decide_subject(&self, p: &Prepared, confined: Option<&str>) -> SubjectVerdict {
         let tool = &p.subject.tool;
         let verdict = |decision, rule: Option<&CompiledRule>, reason: Arc<str>| SubjectVerdict {
             text: p.subject.text.clone(),
@@ -562,9 +605,15 @@ impl PolicySnapshot {
                 .into(),
             );
         }
-        if let Some(rule) = self.first_match(ListKind::Ask, p) {
+        // A confined call skips bare ask rules (agentpolicy): containment the backend proves
+        // stands in for the approval a bare rule asks for; an ask with a specifier still asks.
+        if let Some(rule) = self.first_match_where(ListKind::Ask, p, confined.is_some()) {
             return verdict(Decision::Ask, Some(rule), cite(rule));
         }
+        let bare_ask = match confined {
+            Some(_) => self.first_match(ListKind::Ask, p),
+            None => None,
+        };
         if let Some(why) = &p.unknown {
             let decision =
                 if self.tool_has_deny_rules(tool, false) || self.default == Decision::Deny {
@@ -585,6 +634,14 @@ impl PolicySnapshot {
                 .into(),
             );
         }
+        if let (Some(rule), Some(by)) = (bare_ask, confined) {
+            let reason = if by.is_empty() {
+                format!("confined, so {} does not ask", rule.rule)
+            } else {
+                format!("confined by {by}, so {} does not ask", rule.rule)
+            };
+            return verdict(Decision::Allow, Some(rule), reason.into());
+        }
         if p.subject.constrain {
             let mut v = verdict(
                 Decision::Allow,
@@ -597,7 +654,36 @@ impl PolicySnapshot {
         if let Some(rule) = self.first_match(ListKind::Allow, p) {
             return verdict(Decision::Allow, Some(rule), cite(rule));
         }
-        verdict(self.default, None, self.default_reason(tool))
+        let (decision, reason) = self.fallback(tool, p.read_only);
+        verdict(decision, None, reason)
+    }
+
+    /// What applies to a subject of `tool` that no rule decided: the preset's answer for its
+    /// class, else the default.
+    fn fallback(&self, tool: &str, read_only: bool) -> (Decision, Arc<str>) {
+        let class = crate::preset::ToolClass::of(tool);
+        match self
+            .preset
+            .and_then(|p| Some((p, p.class_decision(class, read_only)?)))
+        {
+            Some((preset, decision)) => {
+                let what = match decision {
+                    Decision::Allow => "allows",
+                    Decision::Ask => "asks for",
+                    Decision::Deny => "denies",
+                };
+                let class = match (class, read_only) {
+                    (Some(crate::preset::ToolClass::Execute), true) => "read-only commands",
+                    (Some(crate::preset::ToolClass::Read), _) => "read tools",
+                    (Some(crate::preset::ToolClass::Edit), _) => "edit tools",
+                    (Some(crate::preset::ToolClass::Execute), false) => "command tools",
+                    (None, _) => "every tool",
+                };
+                let reason = format!("no rule decides {tool}; the {preset} preset {what} {class}");
+                (decision, reason.into())
+            }
+            None => (self.default, self.default_reason(tool)),
+        }
     }
 
     fn fold(&self, call: &Call, split: Split) -> Verdict {
@@ -618,7 +704,10 @@ impl PolicySnapshot {
             Split::Subjects(p) => p,
         };
         let subjects: Vec<SubjectVerdict> =
-            prepared.iter().map(|p| self.decide_subject(p)).collect();
+            prepared
+                .iter()
+                .map(|p| self.decide_subject(p, call.confined.as_deref()))
+                .collect();
         // The call takes the strictest decision of its counted (non-neutral) subjects and
         // cites the first subject that has it.
         let deciding = subjects
@@ -631,14 +720,16 @@ impl PolicySnapshot {
             None => {
                 // Only constraints, none of which restricted: the call's own tool takes the
                 // default.
+                let (decision, reason) = self.fallback(&call.tool, false);
                 Verdict {
-                    decision: self.default,
+                    decision,
                     rule: None,
                     source: None,
-                    reason: self.default_reason(&call.tool),
+                    reason,
                     subject: None,
                     subjects,
                     policy_digest: self.digest.clone(),
+                    confined: call.confined.clone(),
                 }
             }
             Some(i) => {
@@ -669,6 +760,7 @@ impl PolicySnapshot {
                     subject: (subjects.len() > 1).then(|| d.text.clone()),
                     subjects,
                     policy_digest: self.digest.clone(),
+                    confined: call.confined.clone(),
                 }
             }
         };
@@ -685,6 +777,7 @@ impl PolicySnapshot {
             subject: None,
             subjects: Vec::new(),
             policy_digest: self.digest.clone(),
+            confined: None,
         }
     }
 }
@@ -719,6 +812,9 @@ fn join_and(items: &[String]) -> String {
 pub trait VerdictObserver: Send + Sync {
     /// One decision: the call, its verdict, and the cited rule's source (with path and hash).
     fn observe(&self, call: &Call, verdict: &Verdict, source: Option<&crate::compile::SourceInfo>);
+
+    /// One grant: what it granted, refused and changed. Journaled like a verdict, exactly once.
+    fn granted(&self, _report: &crate::grant::GrantReport) {}
 }
 
 /// A snapshot with observers: every decision reaches each observer exactly once.
@@ -786,6 +882,51 @@ impl Engine {
         let verdict = self.snapshot.decide_subjects(call, subjects);
         self.journal(call, &verdict);
         verdict
+    }
+
+    /// Grants a set of rules ([`PolicySnapshot::grant`]): the engine decides with the changed
+    /// policy from now on, and every observer receives the report.
+    pub fn grant(
+        &mut self,
+        set: &crate::grant::GrantSet,
+    ) -> Result<crate::grant::GrantReport, crate::PolicyError> {
+        let (snapshot, report) = self.snapshot.grant(set)?;
+        self.snapshot = Arc::new(snapshot);
+        for o in &self.observers {
+            o.granted(&report);
+        }
+        Ok(report)
+    }
+
+    /// Answers the prompt behind `verdict` with "always allow" ([`PolicySnapshot::grant_over`]);
+    /// a refusal is journaled too, and changes nothing.
+    pub fn grant_over(
+        &mut self,
+        verdict: &Verdict,
+        rule: &crate::Rule,
+        source: &crate::Source,
+    ) -> Result<crate::grant::GrantReport, crate::grant::GrantRefusal> {
+        match self.snapshot.grant_over(verdict, rule, source) {
+            Ok((snapshot, report)) => {
+                self.snapshot = Arc::new(snapshot);
+                for o in &self.observers {
+                    o.granted(&report);
+                }
+                Ok(report)
+            }
+            Err(refusal) => {
+                let report = crate::grant::GrantReport {
+                    source: source.name.clone(),
+                    granted: Vec::new(),
+                    refused: vec![refusal.clone()],
+                    changes: Vec::new(),
+                };
+                for o in &self.observers {
+                    o.granted(&report);
+                }
+                Err(refusal)
+            }
+        }
     }
 
     fn journal(&self, call: &Call, verdict: &Verdict) {

@@ -151,9 +151,10 @@ pub struct PolicyFile {
     /// What applies when no rule matches. Required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Decision>,
-    /// Reserved: presets (not supported yet; refused).
+    /// A preset to start from (design.md §4.5): this file's rules and sources apply on top
+    /// of it, and it supplies the default unless `default` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<serde_json::Value>,
+    pub preset: Option<crate::preset::Preset>,
     /// Allow rules of this file's own source.
     #[serde(default, skip_serializing_if = "RuleList::is_empty")]
     pub allow: RuleList,
@@ -191,12 +192,14 @@ pub struct PolicyFile {
     /// Guards over content (`[guards]`: size limit, deny patterns, secrets; docs/guards.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<crate::guard::Guards>,
-    /// Reserved: subagent scope (not supported yet; refused).
+    /// This file is the policy of a subagent scope (`[scope]`: name, parent, `expands_parent`);
+    /// composed with its parent's by `ScopeSet`, never merged as a plain policy (docs/policy.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<serde_json::Value>,
-    /// Reserved: prompt directives (not supported yet; refused).
+    pub scope: Option<crate::scope::ScopeDecl>,
+    /// Prompt directives (`[directives]`, ADR-0044 D1): text for the model's system prompt,
+    /// never enforced and never parsed into rules (docs/directives.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub directives: Option<serde_json::Value>,
+    pub directives: Option<crate::directives::Directives>,
 }
 
 impl PolicyFile {
@@ -204,11 +207,8 @@ impl PolicyFile {
     pub fn reserved_keys_present(&self) -> Vec<&'static str> {
         let mut keys = Vec::new();
         for (key, value) in [
-            ("preset", &self.preset),
             ("mcp", &self.mcp),
             ("modes", &self.modes),
-            ("scope", &self.scope),
-            ("directives", &self.directives),
         ] {
             if value.is_some() {
                 keys.push(key);

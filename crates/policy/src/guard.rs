@@ -71,7 +71,17 @@ const REASON_FINDINGS: usize = 5;
 
 /// What to do with a detected secret.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
@@ -809,7 +819,14 @@ const SENSITIVE_SQUASHED: [&str; 15] = [
 
 /// Every sensitive name contains one of these, in any letter case: a cheap first filter (and
 /// the assignment detector's candidates, see [`ASSIGNMENT`]).
-const NAME_KEYWORDS: [&str; 6] = ["key", "token", "secret", "password", "credential", "database"];
+const NAME_KEYWORDS: [&str; 6] = [
+    "key",
+    "token",
+    "secret",
+    "password",
+    "credential",
+    "database",
+];
 
 fn contains_keyword(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
@@ -928,7 +945,8 @@ const AWS_SECRET_NAME: &str = r#"(?i-u:aws[_-]?secret(?:[_-]?access)?[_-]?key|se
 /// The head of `NAME=value`, `NAME: value`, `NAME := value`: the name (optionally quoted, or
 /// quoted with escaped quotes, as in JSON inside a string) and the separator. The value after
 /// it (double-quoted, single-quoted or bare) is read by [`assignment_value`].
-const ASSIGNMENT_HEAD: &str = r#"(?:^|[^A-Za-z0-9_.])(?:\\?["'])?[A-Za-z_][A-Za-z0-9_.\-]*(?:\\?["'])?[ \t]*(?::=|[:=])"#;
+const ASSIGNMENT_HEAD: &str =
+    r#"(?:^|[^A-Za-z0-9_.])(?:\\?["'])?[A-Za-z_][A-Za-z0-9_.\-]*(?:\\?["'])?[ \t]*(?::=|[:=])"#;
 
 /// A PEM private key's first and last lines. A block counts when a key body (a run of 32
 /// base-64 characters) starts within [`PEM_BODY_WITHIN`] bytes of its first line; it ends at
@@ -986,10 +1004,7 @@ fn scan_aws_secret(d: &Detectors, text: &str, out: &mut Vec<Finding>) {
     let bytes = text.as_bytes();
     for m in d.aws_secret_name.find_iter(text) {
         let start = m.end();
-        let run = bytes[start..]
-            .iter()
-            .take_while(|&&b| is_base64(b))
-            .count();
+        let run = bytes[start..].iter().take_while(|&&b| is_base64(b)).count();
         let next = bytes.get(start + run).copied();
         if run == 40 && next != Some(b'=') {
             out.push(Finding::new(

@@ -39,15 +39,22 @@
 mod compile;
 pub mod containment;
 mod decl;
+pub mod describe;
+pub mod directives;
 pub mod edge;
 mod engine;
 mod error;
 mod explain;
 mod file;
+pub mod grant;
+pub mod offer;
 pub mod guard;
 pub mod matcher;
+pub mod permission;
+pub mod preset;
 pub mod receipt;
 mod rule;
+pub mod scope;
 pub mod shell;
 mod wildcard;
 
@@ -56,14 +63,24 @@ pub use containment::{Containment, NetworkRequirement, Requirement};
 pub use decl::{
     Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
 };
+pub use describe::AuthorizationBoundary;
+pub use directives::{Directive, DirectiveError, Directives};
 pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver};
 pub use error::{Location, PolicyError, RuleErrorKind};
 pub use explain::{Explanation, RuleMatch, ShellTrace, SubjectTrace};
+pub use offer::BatchVerdict;
+pub use grant::{DeclaredSet, GrantChange, GrantRefusal, GrantReport, GrantSet};
 pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
 pub use guard::{Finding, FindingKind, GuardError, GuardOutcome, GuardSet, Guards, SecretAction};
 pub use matcher::{MatcherKind, PathEnv};
+pub use permission::{
+    Answer, PermissionError, PermissionInfo, PermissionKind, PermissionSet, PermissionVerdict,
+    decide_with_permissions, decide_with_permissions_async,
+};
+pub use preset::{Preset, ToolClass};
 pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
+pub use scope::{ChildPolicy, Scope, ScopeDecl, ScopeSet, ScopeStage, ScopeVerdict};
 pub use wildcard::Wildcard;
 
 /// The JSON Schema of the policy file (`docs/schemas/PolicyFile.schema.json`).

@@ -211,7 +211,8 @@ impl VerifyingKey {
     }
 
     fn dalek(&self) -> Result<ed25519_dalek::VerifyingKey, ReceiptError> {
-        ed25519_dalek::VerifyingKey::from_bytes(&self.0).map_err(|e| ReceiptError::Key(e.to_string()))
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0)
+            .map_err(|e| ReceiptError::Key(e.to_string()))
     }
 }
 
@@ -238,7 +239,9 @@ impl SigningKey {
                 .map_err(|e| ReceiptError::Key(format!("not an ed25519 PKCS#8 private key: {e}")));
         }
         let seed: [u8; 32] = unhex(text)
-            .ok_or_else(|| ReceiptError::Key("a signing key is PKCS#8 PEM or 64 hex digits".into()))?
+            .ok_or_else(|| {
+                ReceiptError::Key("a signing key is PKCS#8 PEM or 64 hex digits".into())
+            })?
             .try_into()
             .map_err(|_| ReceiptError::Key("a seed is 32 bytes (64 hex digits)".into()))?;
         Ok(Self::from_seed(&seed))

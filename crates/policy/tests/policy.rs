@@ -10,12 +10,16 @@ use serde_json::{Value, json};
 use warden_policy::matcher::{Pattern, Value as MValue, View};
 use warden_policy::*;
 
-#[path = "shell/mod.rs"]
-mod shell;
+#[path = "directives/mod.rs"]
+mod directives;
 #[path = "guard/mod.rs"]
 mod guard;
 #[path = "receipt/mod.rs"]
 mod receipt;
+#[path = "extensions/mod.rs"]
+mod extensions;
+#[path = "shell/mod.rs"]
+mod shell;
 
 fn corpus(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -180,24 +184,64 @@ fn build_case(case: &Value, default_matchers: &Value) -> Result<PolicySnapshot, 
     b.build()
 }
 
-/// Parts of decisions.json that belong to later issues, by the title of the issue that covers them.
-const LATER: &str = "Policy extensions: grants, presets, hint rules, programmable permissions, scopes, modes, receipts, offers, guards";
+/// Applies one of a case's grant sets and checks what it granted and refused.
+fn apply_grant(name: &str, snapshot: &PolicySnapshot, grant: &Value) -> PolicySnapshot {
+    let src = &grant["source"];
+    let source = Source {
+        name: src["name"].as_str().unwrap().into(),
+        rank: src["rank"].as_i64().unwrap_or(0),
+        trusted: src["trusted"].as_bool().unwrap_or(false),
+        path: None,
+        hash: None,
+    };
+    let list = |key: &str| Rule::parse_list(grant[key].as_str().unwrap_or("")).unwrap();
+    let set = GrantSet {
+        source,
+        rules: RuleSet {
+            allow: list("allow"),
+            deny: list("deny"),
+            ask: list("ask"),
+            ..RuleSet::default()
+        },
+    };
+    let (changed, report) = snapshot
+        .grant(&set)
+        .unwrap_or_else(|e| panic!("{name}: grant failed: {e}"));
+    let want_granted: Vec<String> = grant["granted"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
+    assert_eq!(report.granted, want_granted, "{name}: granted");
+    let want_refused: Vec<(String, String)> = grant["refused"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    let reason = r["reason"].as_str().unwrap();
+                    // The corpus's texts carry agentpolicy's error prefix; ours do not.
+                    let reason = reason.strip_prefix("agentpolicy: ").unwrap_or(reason);
+                    (r["rule"].as_str().unwrap().to_owned(), reason.to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let got_refused: Vec<(String, String)> = report
+        .refused
+        .iter()
+        .map(|r| (r.rule.clone(), r.reason.clone()))
+        .collect();
+    assert_eq!(got_refused, want_refused, "{name}: refused");
+    changed
+}
+
 
 #[test]
 fn corpus_decisions_through_the_library() {
     let doc = corpus("decisions.json");
     let default_matchers = doc["matchers"].clone();
     let mut decided = 0;
-    let mut skipped = Vec::new();
     for case in doc["cases"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
-        if case.get("grants").is_some() {
-            skipped.push(format!("{name}: grants ({LATER})"));
-            continue;
-        }
-        if case.get("offer").is_some() {
-            skipped.push(format!("{name}: offers ({LATER}); its calls still run"));
-        }
         let built = build_case(case, &default_matchers);
         if let Some(want) = case.get("build_error") {
             let err = built
@@ -208,19 +252,49 @@ fn corpus_decisions_through_the_library() {
             decided += 1;
             continue;
         }
-        let snapshot = built.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut snapshot = built.unwrap_or_else(|e| panic!("{name}: {e}"));
+        for grant in case
+            .get("grants")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            snapshot = apply_grant(name, &snapshot, grant);
+            decided += 1;
+        }
+        if let Some(offer) = case.get("offer") {
+            let tools: Vec<&str> = offer["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect();
+            assert_eq!(json!(snapshot.offer(tools)), offer["want"], "{name}: offer");
+            decided += 1;
+        }
         let calls = case
             .get("calls")
             .or(case.get("batch"))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        for call in calls {
-            if call.get("confined").is_some() {
-                skipped.push(format!("{name}: a confined call ({LATER})"));
-                continue;
+        let to_call = |call: &Value| {
+            let mut c = Call::new(call["tool"].as_str().unwrap(), call["args"].clone());
+            if let Some(by) = call["confined"].as_str() {
+                c = c.confined_by(by);
             }
-            let c = Call::new(call["tool"].as_str().unwrap(), call["args"].clone());
+            c
+        };
+        if case.get("batch").is_some() {
+            // A batch: an allowed call is held while a sibling asks.
+            let batch = snapshot.decide_batch(&calls.iter().map(to_call).collect::<Vec<_>>());
+            let asks = batch.iter().any(|b| b.verdict.decision == Decision::Ask);
+            for b in &batch {
+                assert_eq!(b.held, asks && b.verdict.decision == Decision::Allow, "{name}");
+            }
+        }
+        for call in calls {
+            let c = to_call(&call);
             let verdict = match call.get("subjects").and_then(Value::as_array) {
                 Some(subjects) => {
                     let subjects = subjects
@@ -273,12 +347,15 @@ fn corpus_decisions_through_the_library() {
             if let Some(subject) = want["subject"].as_str() {
                 assert_eq!(verdict.subject.as_deref(), Some(subject), "{name}");
             }
+            if let Some(by) = want["confined"].as_str() {
+                assert_eq!(verdict.confined.as_deref(), Some(by), "{name}: {call}");
+            }
             decided += 1;
         }
     }
     assert!(
         decided >= 25,
-        "only {decided} corpus checks ran; skipped: {skipped:#?}"
+        "only {decided} corpus checks ran"
     );
 }
 
@@ -425,9 +502,9 @@ fn bad_files_are_refused_naming_file_line_and_rule() {
             "tool-name glob",
         ),
         (
-            "default = \"ask\"\npreset = \"suggest\"\n",
+            "default = \"ask\"\npreset = \"Suggest\"\n",
             Format::Toml,
-            "`preset` is reserved",
+            "policy.toml:2",
         ),
         (
             "default = \"ask\"\n[mcp]\nservers = []\n",
@@ -893,8 +970,7 @@ fn symlinks_are_resolved_for_paths_and_redirect_targets() {
         "default = \"ask\"\nallow = [\"read(src/**)\", \"write(src/**)\", \"bash(cat:*)\", \"bash(echo:*)\"]\n\
          deny = [\"read(/{secrets}/**)\", \"write(/{secrets}/**)\"]\n"
     );
-    let file =
-        LoadedPolicy::from_text(text, Format::Toml, "p.toml", "project", None).unwrap();
+    let file = LoadedPolicy::from_text(text, Format::Toml, "p.toml", "project", None).unwrap();
     let env = PathEnv {
         project_root: root.join("repo"),
         home: None,
@@ -907,7 +983,10 @@ fn symlinks_are_resolved_for_paths_and_redirect_targets() {
     };
     // Without symlinks, the allow rules hold.
     std::fs::write(root.join("repo/src/plain.txt"), "x").unwrap();
-    assert_eq!(decide("read", json!({"path": "src/plain.txt"})).decision, Decision::Allow);
+    assert_eq!(
+        decide("read", json!({"path": "src/plain.txt"})).decision,
+        Decision::Allow
+    );
     assert_eq!(
         decide("bash", json!({"command": "echo hi > src/out.txt"})).decision,
         Decision::Allow
@@ -923,6 +1002,9 @@ fn symlinks_are_resolved_for_paths_and_redirect_targets() {
     ] {
         let v = decide("bash", json!({ "command": command }));
         assert_eq!(v.decision, Decision::Deny, "{command}: {v:?}");
-        assert!(v.rule.as_deref().is_some_and(|r| r.contains("secrets")), "{command}: {v:?}");
+        assert!(
+            v.rule.as_deref().is_some_and(|r| r.contains("secrets")),
+            "{command}: {v:?}"
+        );
     }
 }

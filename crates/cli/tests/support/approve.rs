@@ -63,7 +63,10 @@ fn keygen_writes_a_private_and_a_public_key_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let hex = keygen(dir.path(), "ops.pem");
     let private = std::fs::read_to_string(dir.path().join("ops.pem")).unwrap();
-    assert!(private.starts_with("-----BEGIN PRIVATE KEY-----"), "{private}");
+    assert!(
+        private.starts_with("-----BEGIN PRIVATE KEY-----"),
+        "{private}"
+    );
     let public = std::fs::read_to_string(dir.path().join("ops.pem.pub")).unwrap();
     assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
     assert_eq!(
@@ -85,7 +88,11 @@ fn keygen_writes_a_private_and_a_public_key_and_never_overwrites() {
     assert_ne!(keygen(dir.path(), "other.pem"), hex);
     let again = warden(&["approve", "--keygen", "ops.pem"], dir.path());
     assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("already exists"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("ops.pem")).unwrap(),
         private
@@ -114,13 +121,30 @@ fn a_signed_receipt_round_trips_and_verifies_only_for_its_call_and_policy() {
     let before = now();
     let out = warden(
         &[
-            "approve", "--policy", &policy, "--key", "ops.pem", "--approver", "ops", "--tool",
-            "bash", "--args", args, "--ttl", "60", "--out", "receipt.json",
+            "approve",
+            "--policy",
+            &policy,
+            "--key",
+            "ops.pem",
+            "--approver",
+            "ops",
+            "--tool",
+            "bash",
+            "--args",
+            args,
+            "--ttl",
+            "60",
+            "--out",
+            "receipt.json",
         ],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("written to receipt.json"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("written to receipt.json"),
+        "{}",
+        stdout(&out)
+    );
     let text = std::fs::read_to_string(dir.path().join("receipt.json")).unwrap();
     let receipt = SignedReceipt::from_json(&text).unwrap();
     assert!(receipt.id().as_str().starts_with("rcpt-"));
@@ -128,7 +152,10 @@ fn a_signed_receipt_round_trips_and_verifies_only_for_its_call_and_policy() {
     assert_eq!(receipt.action, "bash");
     assert!(receipt.issued_at >= before);
     assert_eq!(receipt.expires_at.0 - receipt.issued_at.0, 60_000);
-    assert!(!text.contains("git push"), "a receipt holds digests, not arguments");
+    assert!(
+        !text.contains("git push"),
+        "a receipt holds digests, not arguments"
+    );
 
     let snap = snapshot(&policy);
     let call: Value = serde_json::from_str(args).unwrap();
@@ -137,7 +164,12 @@ fn a_signed_receipt_round_trips_and_verifies_only_for_its_call_and_policy() {
         .unwrap();
     assert_eq!(approval.approval_id(), receipt.id());
     assert!(matches!(
-        snap.verify_receipt(&receipt, "bash", &json!({"command": "git push --force"}), receipt.issued_at),
+        snap.verify_receipt(
+            &receipt,
+            "bash",
+            &json!({"command": "git push --force"}),
+            receipt.issued_at
+        ),
         Err(ReceiptError::WrongArguments { .. })
     ));
     assert!(matches!(
@@ -148,9 +180,10 @@ fn a_signed_receipt_round_trips_and_verifies_only_for_its_call_and_policy() {
     let changed = write(
         dir.path(),
         "changed.toml",
-        &std::fs::read_to_string(&policy)
-            .unwrap()
-            .replace("ask = [\"bash(git push:*)\"]", "ask = [\"bash(git push:*)\", \"write\"]"),
+        &std::fs::read_to_string(&policy).unwrap().replace(
+            "ask = [\"bash(git push:*)\"]",
+            "ask = [\"bash(git push:*)\", \"write\"]",
+        ),
     );
     assert!(matches!(
         snapshot(&changed).verify_receipt(&receipt, "bash", &call, receipt.issued_at),
@@ -167,8 +200,17 @@ fn a_signed_receipt_round_trips_and_verifies_only_for_its_call_and_policy() {
     // Without --out the receipt is printed; the default lifetime is 900 seconds.
     let out = warden(
         &[
-            "approve", "--policy", &policy, "--key", "ops.pem", "--approver", "ops", "--tool",
-            "bash", "--args", args,
+            "approve",
+            "--policy",
+            &policy,
+            "--key",
+            "ops.pem",
+            "--approver",
+            "ops",
+            "--tool",
+            "bash",
+            "--args",
+            args,
         ],
         dir.path(),
     );
@@ -190,7 +232,9 @@ fn bad_approve_input_is_exit_2_and_signs_nothing() {
     let policy = write(
         dir.path(),
         "policy.toml",
-        &format!("default = \"ask\"\ndeny = [\"bash(rm:*)\"]\n[approvers.ops]\nkeys = [\"{hex}\"]\n"),
+        &format!(
+            "default = \"ask\"\ndeny = [\"bash(rm:*)\"]\n[approvers.ops]\nkeys = [\"{hex}\"]\n"
+        ),
     );
     let base = |over: &[(&str, &str)]| -> Vec<String> {
         let mut args: Vec<(String, String)> = [
@@ -218,7 +262,10 @@ fn bad_approve_input_is_exit_2_and_signs_nothing() {
     };
     let cases: &[(&[(&str, &str)], &str)] = &[
         (&[("--approver", "interns")], "not declared"),
-        (&[("--key", "stranger.pem")], "is not a key of approver `ops`"),
+        (
+            &[("--key", "stranger.pem")],
+            "is not a key of approver `ops`",
+        ),
         (&[("--key", "missing.pem")], "missing.pem"),
         (&[("--key", "policy.toml")], "--key"),
         (&[("--args", "{")], "--args: invalid JSON"),
@@ -241,5 +288,9 @@ fn bad_approve_input_is_exit_2_and_signs_nothing() {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = warden(&refs, dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("never overrides a deny"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("never overrides a deny"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -46,48 +46,211 @@ fn openai_proj() -> String {
 }
 fn pem(label: &str) -> String {
     let body = chars("MIIEowIBAAKCAQEA7v3Jq+Xb/9zK", 64);
-    format!(
-        "-----BEGIN {label}-----\n{body}\n{body}\nAB==\n-----END {label}-----"
-    )
+    format!("-----BEGIN {label}-----\n{body}\n{body}\nAB==\n-----END {label}-----")
 }
 
 /// (name, text, the secret it holds, its kind); the secret appears once in the text.
 fn positives() -> Vec<(&'static str, String, String, FindingKind)> {
     use FindingKind::*;
     let mut v = vec![
-        ("aws access key id", format!("key {} here", aws_id()), aws_id(), AwsAccessKeyId),
-        ("aws access key id in a url", format!("https://x/?k={}&y=1", aws_id()), aws_id(), AwsAccessKeyId),
-        ("aws asia key id", ["AS", "IA", "IOSFODNN7EXAMPLE"].concat(), ["AS", "IA", "IOSFODNN7EXAMPLE"].concat(), AwsAccessKeyId),
-        ("aws secret, ini", format!("aws_secret_access_key = {}\n", aws_secret()), aws_secret(), AwsSecretAccessKey),
-        ("aws secret, json text", format!("{{\"SecretAccessKey\": \"{}\"}}", aws_secret()), aws_secret(), AwsSecretAccessKey),
-        ("aws secret, env", format!("export AWS_SECRET_ACCESS_KEY={}", aws_secret()), aws_secret(), AwsSecretAccessKey),
-        ("github ghp", format!("token: {}", github("ghp")), github("ghp"), GithubToken),
-        ("github gho", format!("use {} now", github("gho")), github("gho"), GithubToken),
-        ("github ghs", format!("[{}]", github("ghs")), github("ghs"), GithubToken),
-        ("github ghu", format!("({})", github("ghu")), github("ghu"), GithubToken),
-        ("github fine-grained", format!("pat {}", github_pat()), github_pat(), GithubToken),
-        ("slack bot", format!("SLACK={}", slack()), slack(), SlackToken),
-        ("slack user", format!("'{}'", slack().replacen("xoxb", "xoxp", 1)), slack().replacen("xoxb", "xoxp", 1), SlackToken),
-        ("openai classic", format!("OPENAI={}", openai()), openai(), OpenaiKey),
-        ("openai project", format!("key={} end", openai_proj()), openai_proj(), OpenaiKey),
-        ("pem rsa", format!("file:\n{}\nmore", pem("RSA PRIVATE KEY")), pem("RSA PRIVATE KEY"), PrivateKey),
-        ("pem pkcs8", pem("PRIVATE KEY"), pem("PRIVATE KEY"), PrivateKey),
-        ("pem openssh", format!("x {} y", pem("OPENSSH PRIVATE KEY")), pem("OPENSSH PRIVATE KEY"), PrivateKey),
-        ("pem pgp", pem("PGP PRIVATE KEY BLOCK"), pem("PGP PRIVATE KEY BLOCK"), PrivateKey),
-        ("env assignment", "API_KEY=abc123xyz".into(), "abc123xyz".into(), SensitiveAssignment),
-        ("exported, quoted", "export DB_PASSWORD=\"hunter2 with spaces\"".into(), "hunter2 with spaces".into(), SensitiveAssignment),
-        ("yaml", "db:\n  password: hunter2\n".into(), "hunter2".into(), SensitiveAssignment),
-        ("json text", "{\"client_secret\": \"s3cr3t-value\"}".into(), "s3cr3t-value".into(), SensitiveAssignment),
-        ("escaped json text", "{\\\"access_token\\\": \\\"tok-value-1\\\"}".into(), "tok-value-1".into(), SensitiveAssignment),
-        ("camel case", "apiKey: 'k-12345'".into(), "k-12345".into(), SensitiveAssignment),
-        ("flag", "run --db-password=pa55word".into(), "pa55word".into(), SensitiveAssignment),
-        ("dotted", "spring.datasource.password=pa55word".into(), "pa55word".into(), SensitiveAssignment),
-        ("token suffix", "GITHUB_TOKEN=abcdef".into(), "abcdef".into(), SensitiveAssignment),
-        ("secret suffix", "WEBHOOK_SECRET: whsec_1".into(), "whsec_1".into(), SensitiveAssignment),
-        ("go", "password := \"hunter2\"".into(), "hunter2".into(), SensitiveAssignment),
-        ("database url", "DATABASE_URL=postgres://u:p@db/x".into(), "postgres://u:p@db/x".into(), SensitiveAssignment),
-        ("nested in a value", "env: SERVICE_TOKEN=zzz9".into(), "zzz9".into(), SensitiveAssignment),
-        ("credentials", "GOOGLE_APPLICATION_CREDENTIALS=/k.json".into(), "/k.json".into(), SensitiveAssignment),
+        (
+            "aws access key id",
+            format!("key {} here", aws_id()),
+            aws_id(),
+            AwsAccessKeyId,
+        ),
+        (
+            "aws access key id in a url",
+            format!("https://x/?k={}&y=1", aws_id()),
+            aws_id(),
+            AwsAccessKeyId,
+        ),
+        (
+            "aws asia key id",
+            ["AS", "IA", "IOSFODNN7EXAMPLE"].concat(),
+            ["AS", "IA", "IOSFODNN7EXAMPLE"].concat(),
+            AwsAccessKeyId,
+        ),
+        (
+            "aws secret, ini",
+            format!("aws_secret_access_key = {}\n", aws_secret()),
+            aws_secret(),
+            AwsSecretAccessKey,
+        ),
+        (
+            "aws secret, json text",
+            format!("{{\"SecretAccessKey\": \"{}\"}}", aws_secret()),
+            aws_secret(),
+            AwsSecretAccessKey,
+        ),
+        (
+            "aws secret, env",
+            format!("export AWS_SECRET_ACCESS_KEY={}", aws_secret()),
+            aws_secret(),
+            AwsSecretAccessKey,
+        ),
+        (
+            "github ghp",
+            format!("token: {}", github("ghp")),
+            github("ghp"),
+            GithubToken,
+        ),
+        (
+            "github gho",
+            format!("use {} now", github("gho")),
+            github("gho"),
+            GithubToken,
+        ),
+        (
+            "github ghs",
+            format!("[{}]", github("ghs")),
+            github("ghs"),
+            GithubToken,
+        ),
+        (
+            "github ghu",
+            format!("({})", github("ghu")),
+            github("ghu"),
+            GithubToken,
+        ),
+        (
+            "github fine-grained",
+            format!("pat {}", github_pat()),
+            github_pat(),
+            GithubToken,
+        ),
+        (
+            "slack bot",
+            format!("SLACK={}", slack()),
+            slack(),
+            SlackToken,
+        ),
+        (
+            "slack user",
+            format!("'{}'", slack().replacen("xoxb", "xoxp", 1)),
+            slack().replacen("xoxb", "xoxp", 1),
+            SlackToken,
+        ),
+        (
+            "openai classic",
+            format!("OPENAI={}", openai()),
+            openai(),
+            OpenaiKey,
+        ),
+        (
+            "openai project",
+            format!("key={} end", openai_proj()),
+            openai_proj(),
+            OpenaiKey,
+        ),
+        (
+            "pem rsa",
+            format!("file:\n{}\nmore", pem("RSA PRIVATE KEY")),
+            pem("RSA PRIVATE KEY"),
+            PrivateKey,
+        ),
+        (
+            "pem pkcs8",
+            pem("PRIVATE KEY"),
+            pem("PRIVATE KEY"),
+            PrivateKey,
+        ),
+        (
+            "pem openssh",
+            format!("x {} y", pem("OPENSSH PRIVATE KEY")),
+            pem("OPENSSH PRIVATE KEY"),
+            PrivateKey,
+        ),
+        (
+            "pem pgp",
+            pem("PGP PRIVATE KEY BLOCK"),
+            pem("PGP PRIVATE KEY BLOCK"),
+            PrivateKey,
+        ),
+        (
+            "env assignment",
+            "API_KEY=abc123xyz".into(),
+            "abc123xyz".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "exported, quoted",
+            "export DB_PASSWORD=\"hunter2 with spaces\"".into(),
+            "hunter2 with spaces".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "yaml",
+            "db:\n  password: hunter2\n".into(),
+            "hunter2".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "json text",
+            "{\"client_secret\": \"s3cr3t-value\"}".into(),
+            "s3cr3t-value".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "escaped json text",
+            "{\\\"access_token\\\": \\\"tok-value-1\\\"}".into(),
+            "tok-value-1".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "camel case",
+            "apiKey: 'k-12345'".into(),
+            "k-12345".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "flag",
+            "run --db-password=pa55word".into(),
+            "pa55word".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "dotted",
+            "spring.datasource.password=pa55word".into(),
+            "pa55word".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "token suffix",
+            "GITHUB_TOKEN=abcdef".into(),
+            "abcdef".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "secret suffix",
+            "WEBHOOK_SECRET: whsec_1".into(),
+            "whsec_1".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "go",
+            "password := \"hunter2\"".into(),
+            "hunter2".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "database url",
+            "DATABASE_URL=postgres://u:p@db/x".into(),
+            "postgres://u:p@db/x".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "nested in a value",
+            "env: SERVICE_TOKEN=zzz9".into(),
+            "zzz9".into(),
+            SensitiveAssignment,
+        ),
+        (
+            "credentials",
+            "GOOGLE_APPLICATION_CREDENTIALS=/k.json".into(),
+            "/k.json".into(),
+            SensitiveAssignment,
+        ),
     ];
     // A token assigned to a sensitive name is reported once, as the token.
     v.push((
@@ -103,28 +266,58 @@ fn positives() -> Vec<(&'static str, String, String, FindingKind)> {
 fn near_misses() -> Vec<(&'static str, String)> {
     vec![
         ("aws id one short", ["AK", "IA", "IOSFODNN7EXAMPL"].concat()),
-        ("aws id one long", ["AK", "IA", "IOSFODNN7EXAMPLEX"].concat()),
-        ("aws id lower case", ["ak", "ia", "iosfodnn7example"].concat()),
-        ("aws id not base32", ["AK", "IA", "IOSFODNN1EXAMPLE"].concat()),
-        ("aws id inside a word", ["XAK", "IA", "IOSFODNN7EXAMPLE"].concat()),
-        ("aws secret without its name", format!("value = {}", aws_secret())),
-        ("aws secret from a variable", "aws_secret_access_key = ${AWS_SECRET}".into()),
-        ("aws secret 39 chars, no name", format!("x {} y", &aws_secret()[..39])),
+        (
+            "aws id one long",
+            ["AK", "IA", "IOSFODNN7EXAMPLEX"].concat(),
+        ),
+        (
+            "aws id lower case",
+            ["ak", "ia", "iosfodnn7example"].concat(),
+        ),
+        (
+            "aws id not base32",
+            ["AK", "IA", "IOSFODNN1EXAMPLE"].concat(),
+        ),
+        (
+            "aws id inside a word",
+            ["XAK", "IA", "IOSFODNN7EXAMPLE"].concat(),
+        ),
+        (
+            "aws secret without its name",
+            format!("value = {}", aws_secret()),
+        ),
+        (
+            "aws secret from a variable",
+            "aws_secret_access_key = ${AWS_SECRET}".into(),
+        ),
+        (
+            "aws secret 39 chars, no name",
+            format!("x {} y", &aws_secret()[..39]),
+        ),
         ("github 35 chars", format!("ghp_{}", chars(MIXED, 35))),
         ("github unknown prefix", format!("ghx_{}", chars(MIXED, 36))),
         ("github hyphen", format!("ghp-{}", chars(MIXED, 36))),
         ("github pat short", "github_pat_example".into()),
-        ("slack other prefix", format!("xoxc-123456789012-{}", chars(MIXED, 24))),
+        (
+            "slack other prefix",
+            format!("xoxc-123456789012-{}", chars(MIXED, 24)),
+        ),
         ("slack short", "xoxb-1234-abcd".into()),
         ("slack no dash", format!("xoxb{}", chars(MIXED, 30))),
         ("scikit-learn", "pip install sk-learn scikit-learn".into()),
-        ("kebab words", "sk-this-is-a-long-kebab-case-branch-name".into()),
+        (
+            "kebab words",
+            "sk-this-is-a-long-kebab-case-branch-name".into(),
+        ),
         ("sk 19 chars", format!("sk-{}", chars(MIXED, 19))),
         ("sk no digits", format!("sk-{}", chars("abcDEF", 30))),
         ("risk inside a word", format!("risk-{}", chars(MIXED, 30))),
         ("public key", pem("PUBLIC KEY")),
         ("certificate", pem("CERTIFICATE")),
-        ("pem header in code", "if text.contains(\"-----BEGIN PRIVATE KEY-----\") { return; }".into()),
+        (
+            "pem header in code",
+            "if text.contains(\"-----BEGIN PRIVATE KEY-----\") { return; }".into(),
+        ),
         ("max tokens", "MAX_TOKENS=100".into()),
         ("token count", "TOKEN_COUNT=5".into()),
         ("variable reference", "PASSWORD=$DB_PASS".into()),
@@ -138,7 +331,10 @@ fn near_misses() -> Vec<(&'static str, String)> {
         ("username", "username=alice".into()),
         ("prose", "Set the password in the settings page.".into()),
         ("rust path", "let t = Token::new();".into()),
-        ("already redacted", "API_KEY=[REDACTED:sensitive_assignment]".into()),
+        (
+            "already redacted",
+            "API_KEY=[REDACTED:sensitive_assignment]".into(),
+        ),
     ]
 }
 
@@ -147,9 +343,14 @@ fn every_secret_kind_is_found_and_redacted_leaving_no_secret_byte() {
     let redact = set(SecretAction::Redact);
     let block = set(SecretAction::Block);
     for (name, text, secret, kind) in positives() {
-        let at = text.find(&secret).unwrap_or_else(|| panic!("{name}: fixture"));
+        let at = text
+            .find(&secret)
+            .unwrap_or_else(|| panic!("{name}: fixture"));
         match redact.check_text(&text) {
-            GuardOutcome::Redacted { text: out, findings } => {
+            GuardOutcome::Redacted {
+                text: out,
+                findings,
+            } => {
                 assert_eq!(findings.len(), 1, "{name}: {findings:?}");
                 let f = &findings[0];
                 assert_eq!(f.kind, kind, "{name}");
@@ -181,7 +382,11 @@ fn every_secret_kind_is_found_and_redacted_leaving_no_secret_byte() {
 fn near_misses_pass() {
     let guard = set(SecretAction::Block);
     for (name, text) in near_misses() {
-        assert_eq!(guard.check_text(&text), GuardOutcome::Pass, "{name}: {text}");
+        assert_eq!(
+            guard.check_text(&text),
+            GuardOutcome::Pass,
+            "{name}: {text}"
+        );
     }
 }
 
@@ -194,7 +399,10 @@ fn several_secrets_in_one_text_are_all_redacted() {
         pem("EC PRIVATE KEY"),
         slack()
     );
-    let GuardOutcome::Redacted { text: out, findings } = set(SecretAction::Redact).check_text(&text)
+    let GuardOutcome::Redacted {
+        text: out,
+        findings,
+    } = set(SecretAction::Redact).check_text(&text)
     else {
         panic!()
     };
@@ -243,7 +451,10 @@ fn size_limits_block_text_and_json() {
         GuardOutcome::Blocked { reason, findings } => {
             assert_eq!(findings[0].kind, FindingKind::SizeLimit);
             assert_eq!(findings[0].span, 0..11);
-            assert!(reason.contains("11 bytes") && reason.contains("10 bytes"), "{reason}");
+            assert!(
+                reason.contains("11 bytes") && reason.contains("10 bytes"),
+                "{reason}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -257,7 +468,10 @@ fn size_limits_block_text_and_json() {
 #[test]
 fn deny_patterns_block_and_name_the_pattern() {
     let guard = GuardSet::new(Guards {
-        deny: vec!["(?i)ignore (all )?previous instructions".into(), "rm -rf /".into()],
+        deny: vec![
+            "(?i)ignore (all )?previous instructions".into(),
+            "rm -rf /".into(),
+        ],
         secrets: SecretAction::Redact,
         ..Guards::default()
     })
@@ -279,7 +493,11 @@ fn deny_patterns_block_and_name_the_pattern() {
     let text = format!("API_KEY=abc; rm -rf / {}", github("ghp"));
     let out = guard.check_text(&text);
     assert!(out.is_blocked());
-    assert!(out.findings().iter().any(|f| f.kind == FindingKind::GithubToken));
+    assert!(
+        out.findings()
+            .iter()
+            .any(|f| f.kind == FindingKind::GithubToken)
+    );
     assert_eq!(guard.check_text("nothing to see"), GuardOutcome::Pass);
     // An invalid pattern does not build.
     let e = GuardSet::new(Guards {
@@ -330,7 +548,10 @@ fn json_is_walked_strings_keys_and_sensitive_members() {
         text["command"],
         "curl -H 'Authorization: token [REDACTED:github_token]' https://api.github.com"
     );
-    assert_eq!(text["env"]["DB_PASSWORD"], "[REDACTED:sensitive_assignment]");
+    assert_eq!(
+        text["env"]["DB_PASSWORD"],
+        "[REDACTED:sensitive_assignment]"
+    );
     assert_eq!(text["env"]["apiToken"], "[REDACTED:sensitive_assignment]");
     assert_eq!(text["env"]["PORT"], 5432);
     assert_eq!(text["env"]["HOME"], "/root");
@@ -349,15 +570,24 @@ fn json_is_walked_strings_keys_and_sensitive_members() {
     // Block mode blocks the same payload and names the places.
     match set(SecretAction::Block).check_json(&payload) {
         GuardOutcome::Blocked { reason, .. } => {
-            assert!(reason.contains("/command") && reason.contains("and 1 more"), "{reason}");
+            assert!(
+                reason.contains("/command") && reason.contains("and 1 more"),
+                "{reason}"
+            );
             assert!(!reason.contains("hunter2"));
         }
         other => panic!("{other:?}"),
     }
     // Nothing to find: pass, and an empty guard set does not even look.
-    assert_eq!(guard.check_json(&json!({"command": "ls -la"})), GuardOutcome::Pass);
+    assert_eq!(
+        guard.check_json(&json!({"command": "ls -la"})),
+        GuardOutcome::Pass
+    );
     assert_eq!(GuardSet::default().check_json(&payload), GuardOutcome::Pass);
-    assert_eq!(GuardSet::default().check_text(&github("ghp")), GuardOutcome::Pass);
+    assert_eq!(
+        GuardSet::default().check_text(&github("ghp")),
+        GuardOutcome::Pass
+    );
 }
 
 #[test]
@@ -369,7 +599,10 @@ fn secrets_in_keys_are_redacted_and_a_collision_fails_closed() {
         panic!()
     };
     assert!(findings[0].in_key);
-    assert_eq!(findings[0].pointer.as_deref(), Some("/[REDACTED:github_token]"));
+    assert_eq!(
+        findings[0].pointer.as_deref(),
+        Some("/[REDACTED:github_token]")
+    );
     assert_eq!(text, json!({"[REDACTED:github_token]": 1, "b": 2}));
     // Pointers under a secret key never spell it out, in block mode too.
     let nested = json!({ github("ghp"): {"password": "pw1"} });
@@ -386,7 +619,10 @@ fn secrets_in_keys_are_redacted_and_a_collision_fails_closed() {
     let two = json!({"outer": { github("ghp"): 1, github("gho"): 2 }});
     match guard.check_json(&two) {
         GuardOutcome::Blocked { reason, findings } => {
-            assert!(reason.contains("guard failed") && reason.contains("collide"), "{reason}");
+            assert!(
+                reason.contains("guard failed") && reason.contains("collide"),
+                "{reason}"
+            );
             assert!(reason.contains("/outer"), "{reason}");
             assert!(!reason.contains(&github("ghp")) && !reason.contains(&github("gho")));
             assert!(findings.is_empty());
@@ -443,7 +679,15 @@ fn sensitive_names_follow_the_mcp_deny_list() {
     ] {
         assert!(guard::is_sensitive_name(name), "{name}");
     }
-    for name in ["MAX_TOKENS", "TOKEN_COUNT", "USERNAME", "PATH", "HOME", "KEY", "SECRETS_DIR"] {
+    for name in [
+        "MAX_TOKENS",
+        "TOKEN_COUNT",
+        "USERNAME",
+        "PATH",
+        "HOME",
+        "KEY",
+        "SECRETS_DIR",
+    ] {
         assert!(!guard::is_sensitive_name(name), "{name}");
     }
 }
@@ -511,8 +755,12 @@ fn a_guards_table_compiles_into_the_snapshot_and_its_digest() {
     assert!(plain.guards().is_empty());
     assert_ne!(guarded.digest(), plain.digest(), "guards are semantics");
     // An empty table means no guard: the same digest as none.
-    let empty = snapshot(&[load(&format!("{plain_text}[guards]\n"), Format::Toml, "policy")])
-        .unwrap();
+    let empty = snapshot(&[load(
+        &format!("{plain_text}[guards]\n"),
+        Format::Toml,
+        "policy",
+    )])
+    .unwrap();
     assert_eq!(empty.digest(), plain.digest());
     // Every key changes the digest.
     for changed in [
@@ -533,7 +781,10 @@ fn a_guards_table_compiles_into_the_snapshot_and_its_digest() {
 #[test]
 fn a_guards_table_round_trips_in_toml_and_json() {
     let first = load(GUARDED, Format::Toml, "policy");
-    let digest = snapshot(std::slice::from_ref(&first)).unwrap().digest().clone();
+    let digest = snapshot(std::slice::from_ref(&first))
+        .unwrap()
+        .digest()
+        .clone();
     for format in [Format::Toml, Format::Json] {
         let written = first.file.write(format).unwrap();
         let again = load(&written, format, "policy");
@@ -543,7 +794,9 @@ fn a_guards_table_round_trips_in_toml_and_json() {
     let json = r#"{"default": "ask", "allow": ["read"], "guards": {"max_bytes": 4096,
         "deny": ["(?i)ignore (all )?previous instructions"], "secrets": "redact"}}"#;
     assert_eq!(
-        snapshot(&[load(json, Format::Json, "policy")]).unwrap().digest(),
+        snapshot(&[load(json, Format::Json, "policy")])
+            .unwrap()
+            .digest(),
         &digest
     );
 }

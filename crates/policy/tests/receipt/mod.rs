@@ -94,7 +94,11 @@ fn a_valid_receipt_verifies_and_becomes_the_executor_receipt() {
         // Key order and whitespace in the arguments do not matter: canonical JSON.
         let reordered: Value =
             serde_json::from_str("{ \"command\" : \"git push origin main\" }").unwrap();
-        assert!(policy.verify_receipt(&receipt, "bash", &reordered, NOW).is_ok());
+        assert!(
+            policy
+                .verify_receipt(&receipt, "bash", &reordered, NOW)
+                .is_ok()
+        );
         // The JSON form round-trips and still verifies.
         let again = SignedReceipt::from_json(&receipt.to_json().unwrap()).unwrap();
         assert_eq!(again, receipt);
@@ -133,7 +137,10 @@ fn a_tampered_field_is_refused() {
     let good = draft(&policy, "release-managers").sign(&key(1)).unwrap();
     let other_args = Digest::of_json(&json!({"command": "git push --force"})).unwrap();
     let tampers: Vec<Tamper> = vec![
-        ("id", Box::new(|r| r.id = ApprovalId::new("rcpt-9").unwrap())),
+        (
+            "id",
+            Box::new(|r| r.id = ApprovalId::new("rcpt-9").unwrap()),
+        ),
         ("action", Box::new(|r| r.action = "write".into())),
         (
             "arguments",
@@ -144,7 +151,10 @@ fn a_tampered_field_is_refused() {
             Box::new(|r| r.policy_digest = Digest::of_bytes(b"other")),
         ),
         ("issued_at", Box::new(|r| r.issued_at = Timestamp(0))),
-        ("expires_at", Box::new(|r| r.expires_at = Timestamp(u64::from(u32::MAX)))),
+        (
+            "expires_at",
+            Box::new(|r| r.expires_at = Timestamp(u64::from(u32::MAX))),
+        ),
         (
             "signature bit",
             Box::new(|r| {
@@ -220,11 +230,21 @@ fn a_receipt_replayed_for_another_call_is_refused() {
     let policy = snapshot_of(&policy_text(""));
     let r = draft(&policy, "release-managers").sign(&key(1)).unwrap();
     assert!(matches!(
-        policy.verify_receipt(&r, "bash", &json!({"command": "git push --force origin main"}), NOW),
+        policy.verify_receipt(
+            &r,
+            "bash",
+            &json!({"command": "git push --force origin main"}),
+            NOW
+        ),
         Err(ReceiptError::WrongArguments { .. })
     ));
     assert!(matches!(
-        policy.verify_receipt(&r, "bash", &json!({"command": "git push origin main", "timeout_ms": 1}), NOW),
+        policy.verify_receipt(
+            &r,
+            "bash",
+            &json!({"command": "git push origin main", "timeout_ms": 1}),
+            NOW
+        ),
         Err(ReceiptError::WrongArguments { .. })
     ));
     assert_eq!(
@@ -241,7 +261,8 @@ fn a_receipt_bound_to_another_policy_is_refused() {
     let policy = snapshot_of(&policy_text(""));
     let r = draft(&policy, "release-managers").sign(&key(1)).unwrap();
     // The same approvers, one more rule: another digest.
-    let changed = snapshot_of(&policy_text("").replace("ask = [\"bash\"]", "ask = [\"bash\", \"write\"]"));
+    let changed =
+        snapshot_of(&policy_text("").replace("ask = [\"bash\"]", "ask = [\"bash\", \"write\"]"));
     assert_ne!(changed.digest(), policy.digest());
     assert_eq!(
         changed.verify_receipt(&r, "bash", &args(), NOW),
@@ -277,10 +298,7 @@ fn malformed_receipts_are_refused() {
     let policy = snapshot_of(&policy_text(""));
     let good = draft(&policy, "release-managers").sign(&key(1)).unwrap();
     let good_json: Value = serde_json::from_str(&good.to_json().unwrap()).unwrap();
-    let mut cases: Vec<(&str, String)> = vec![
-        ("not json", "{".into()),
-        ("an array", "[]".into()),
-    ];
+    let mut cases: Vec<(&str, String)> = vec![("not json", "{".into()), ("an array", "[]".into())];
     let mut extra = good_json.clone();
     extra["note"] = json!("hi");
     cases.push(("unknown field", extra.to_string()));
@@ -295,16 +313,28 @@ fn malformed_receipts_are_refused() {
     cases.push(("bad id", bad_id.to_string()));
     for (name, text) in cases {
         assert!(
-            matches!(SignedReceipt::from_json(&text), Err(ReceiptError::Malformed(_))),
+            matches!(
+                SignedReceipt::from_json(&text),
+                Err(ReceiptError::Malformed(_))
+            ),
             "{name}"
         );
     }
     // Parsed, but not a receipt this version accepts.
     let shapes: Vec<Tamper> = vec![
-        ("format", Box::new(|r| r.format = "warden-checkpoint-v1".into())),
+        (
+            "format",
+            Box::new(|r| r.format = "warden-checkpoint-v1".into()),
+        ),
         ("short signature", Box::new(|r| r.signature.truncate(100))),
-        ("signature not hex", Box::new(|r| r.signature = "zz".repeat(64))),
-        ("expires before issued", Box::new(|r| r.expires_at = Timestamp(500))),
+        (
+            "signature not hex",
+            Box::new(|r| r.signature = "zz".repeat(64)),
+        ),
+        (
+            "expires before issued",
+            Box::new(|r| r.expires_at = Timestamp(500)),
+        ),
         ("empty action", Box::new(|r| r.action.clear())),
         (
             "timestamp past I-JSON",
@@ -348,8 +378,16 @@ fn keys_read_as_hex_or_pem_and_pem_and_hex_digest_the_same() {
         k.verifying_key()
     );
     assert!(!format!("{k:?}").contains(&"03".repeat(32)));
-    for bad in ["", "zz", &"00".repeat(31), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"] {
-        assert!(matches!(VerifyingKey::parse(bad), Err(ReceiptError::Key(_))), "{bad}");
+    for bad in [
+        "",
+        "zz",
+        &"00".repeat(31),
+        "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+    ] {
+        assert!(
+            matches!(VerifyingKey::parse(bad), Err(ReceiptError::Key(_))),
+            "{bad}"
+        );
     }
     // The digest covers the key set, not how each key is written.
     let as_pem = policy_text("");
@@ -402,7 +440,10 @@ fn bad_approver_tables_are_refused_with_file_line_and_pointer() {
     );
     let no_key = "default = \"ask\"\n[approvers.ops]\nkeys = []\n";
     let e = try_snapshot(no_key).unwrap_err().to_string();
-    assert!(e.contains("declares no key") && e.contains("/approvers/ops"), "{e}");
+    assert!(
+        e.contains("declares no key") && e.contains("/approvers/ops"),
+        "{e}"
+    );
     let e = LoadedPolicy::from_text(
         "default = \"ask\"\n[approvers.ops]\nkey = \"x\"\n".into(),
         Format::Toml,

@@ -1,0 +1,742 @@
+//! The model-facing authorization boundary (seed 004's `<authorization_boundary>`), computed
+//! from the compiled rules: allowed reads, allowed writes, external actions, protected targets,
+//! required approvals, and what applies to calls no rule decides.
+//!
+//! It is read off the snapshot the engine decides with, never off the prompt directives, so a
+//! prompt built from it never claims more than is enforced:
+//!
+//! - an untrusted source's withheld allow rules are not in the snapshot's rules, so they are
+//!   never listed;
+//! - an allow rule is listed with every deny and ask rule of its tool as an exception (the
+//!   engine checks those first; whether their patterns overlap is not guessed, since a symlink
+//!   or a shell wrapper can make patterns that look disjoint meet), and with every allow-list
+//!   carve-out that reaches it;
+//! - an allow rule that a bare deny or ask rule of its tool (or a tool-name glob) always beats,
+//!   with no carve-out reaching it, is not listed at all;
+//! - a deny or ask rule is listed with the carve-outs that cancel it;
+//! - what the default (or a preset) answers for calls no rule decides is stated per class of
+//!   tool, and when that answer is allow, the class is listed as allowed, with its exceptions.
+//!
+//! ```
+//! use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+//! let text = r#"
+//! default = "deny"
+//! allow = ["read", "edit(src/**)"]
+//! deny = ["read(.env:*)"]
+//! ask = ["bash(git push:*)"]
+//! "#;
+//! let file = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "project", None)?;
+//! let env = PathEnv { project_root: "/repo".into(), home: None };
+//! let boundary = PolicySnapshot::from_files(&[file], env)?.describe();
+//! let md = boundary.to_markdown();
+//! assert!(md.contains("- `read(.env:*)`: `read` calls on paths matching `.env:*` are denied"));
+//! assert!(md.contains("- `bash(git push:*)`: `bash` commands matching `git push:*` need approval"));
+//! assert!(md.contains("- `edit(src/**)`: `edit` calls on paths matching `src/**`"));
+//! assert!(md.contains("Calls that no rule decides are denied (the default)."));
+//! # Ok::<(), warden_policy::PolicyError>(())
+//! ```
+
+use std::fmt;
+
+use serde::Serialize;
+use warden_contracts::PolicySnapshotRef;
+
+use crate::compile::{CompiledRule, PolicySnapshot};
+use crate::decl::{Decision, ListKind};
+use crate::matcher::MatcherKind;
+use crate::preset::ToolClass;
+
+/// What a model may do under a policy, as the engine enforces it (seed 004's authorization
+/// boundary). Made by [`PolicySnapshot::describe`]; [`AuthorizationBoundary::to_markdown`]
+/// renders it for a prompt, and it serializes as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthorizationBoundary {
+    /// The policy described.
+    pub policy: PolicySnapshotRef,
+    /// Where relative path patterns are anchored.
+    pub project_root: String,
+    /// What applies, per class of tool, to a call no rule decides.
+    pub undecided: Vec<Fallback>,
+    /// Allowed reads (`read`, `list`, `grep`, `glob`).
+    pub reads: Vec<Grant>,
+    /// Allowed writes (`edit`, `write`).
+    pub writes: Vec<Grant>,
+    /// Allowed commands and other tools (`bash`, `web_fetch`, MCP and product tools).
+    pub external_actions: Vec<Grant>,
+    /// Deny rules.
+    pub protected_targets: Vec<Limit>,
+    /// Ask rules.
+    pub required_approvals: Vec<Limit>,
+    /// Declared approver classes whose signed receipts can answer an approval.
+    pub approvers: Vec<String>,
+}
+
+/// A class of tool calls, as the default and presets see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallClass {
+    /// `read`, `list`, `grep`, `glob`.
+    Reads,
+    /// `edit`, `write`.
+    Writes,
+    /// `bash` commands.
+    Commands,
+    /// `bash` commands the shell splitter classifies as read-only (listed only when a preset
+    /// answers them differently from other commands).
+    ReadOnlyCommands,
+    /// Every other tool.
+    OtherTools,
+}
+
+impl CallClass {
+    /// The built-in tools of the class (those `ToolClass::of` classifies); none for
+    /// `OtherTools`.
+    fn tools(self) -> &'static [&'static str] {
+        match self {
+            CallClass::Reads => &["read", "list", "grep", "glob"],
+            CallClass::Writes => &["edit", "write"],
+            CallClass::Commands | CallClass::ReadOnlyCommands => &["bash"],
+            CallClass::OtherTools => &[],
+        }
+    }
+
+    fn tool_class(self) -> (Option<ToolClass>, bool) {
+        match self {
+            CallClass::Reads => (Some(ToolClass::Read), false),
+            CallClass::Writes => (Some(ToolClass::Edit), false),
+            CallClass::Commands => (Some(ToolClass::Execute), false),
+            CallClass::ReadOnlyCommands => (Some(ToolClass::Execute), true),
+            CallClass::OtherTools => (None, false),
+        }
+    }
+
+    fn phrase(self) -> &'static str {
+        match self {
+            CallClass::Reads => "reads (`read`, `list`, `grep`, `glob`)",
+            CallClass::Writes => "writes (`edit`, `write`)",
+            CallClass::Commands => "commands (`bash`)",
+            CallClass::ReadOnlyCommands => "read-only commands (`bash`)",
+            CallClass::OtherTools => "every other tool",
+        }
+    }
+}
+
+/// What applies to a call of one class that no rule decides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    /// The class of call.
+    pub class: CallClass,
+    /// The decision.
+    pub decision: Decision,
+    /// What decides: `default`, or the preset's source name (`preset:suggest`).
+    pub by: String,
+}
+
+/// One rule, as the boundary cites it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleRef {
+    /// The rule as verdicts cite it (alias-expanded: `write(/etc/**)`).
+    pub rule: String,
+    /// Its tool, or a glob over tool names.
+    pub tool: String,
+    /// Its pattern (the specifier without a carve-out's `!`); `None` for a bare rule.
+    pub pattern: Option<String>,
+    /// The matcher reading the pattern.
+    pub matcher: Option<MatcherKind>,
+    /// The argument the matcher reads.
+    pub field: Option<String>,
+    /// Its source's name.
+    pub source: String,
+    /// Its note (trusted sources only).
+    pub note: Option<String>,
+}
+
+/// A deny rule (a protected target) or an ask rule (a required approval).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Limit {
+    /// The rule.
+    #[serde(flatten)]
+    pub rule: RuleRef,
+    /// The carve-outs that cancel it where they match (`read(!.env.example)`).
+    pub carved_out: Vec<String>,
+}
+
+/// What a grant covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GrantScope {
+    /// The calls an allow rule matches.
+    Rule(RuleRef),
+    /// The calls of a class that no rule decides, which the default or a preset allows.
+    Undecided {
+        /// The class.
+        class: CallClass,
+        /// Its tools that no bare deny or ask rule takes away (empty for `other_tools`).
+        tools: Vec<String>,
+        /// `default` or the preset's source name.
+        by: String,
+    },
+}
+
+/// Something the model may do, and where it may not after all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// What is allowed.
+    pub scope: GrantScope,
+    /// Rules that take precedence where they match.
+    pub exceptions: Vec<Exception>,
+}
+
+/// How an exception takes a grant back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// A deny rule: the call is denied.
+    Denied,
+    /// An ask rule: the call needs approval.
+    NeedsApproval,
+    /// An allow-list carve-out: the allow rule does not cover the call.
+    NotCovered,
+}
+
+/// A rule that takes precedence over a grant where it matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exception {
+    /// What it does.
+    pub effect: Effect,
+    /// The rule, as cited.
+    pub rule: String,
+    /// Carve-outs that cancel it (for the grant's tools).
+    pub carved_out: Vec<String>,
+}
+
+/// A set of tools a grant is about.
+#[derive(Clone, Copy)]
+enum Tools<'a> {
+    One(&'a str),
+    Class(&'a [&'a str]),
+    /// Any tool outside the built-in classes.
+    Other,
+    /// Any tool at all.
+    Any,
+}
+
+impl Tools<'_> {
+    fn covers(self, tool: &str) -> bool {
+        match self {
+            Tools::One(t) => t == tool,
+            Tools::Class(ts) => ts.contains(&tool),
+            Tools::Other => ToolClass::of(tool).is_none(),
+            Tools::Any => true,
+        }
+    }
+
+    /// Whether `rule` can apply to a call of one of these tools.
+    fn meets(self, rule: &CompiledRule) -> bool {
+        match (&rule.tool_glob, self) {
+            (Some(g), Tools::One(t)) => g.matches(t),
+            (Some(g), Tools::Class(ts)) => ts.iter().any(|t| g.matches(t)),
+            (Some(_), Tools::Other | Tools::Any) => true,
+            (None, _) => self.covers(rule.rule.tool()),
+        }
+    }
+}
+
+impl PolicySnapshot {
+    /// The authorization boundary this snapshot enforces, for a model's prompt (seed 004).
+    /// Computed from the compiled rules, the default and the preset; never from directives.
+    pub fn describe(&self) -> AuthorizationBoundary {
+        let undecided = self.undecided();
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        let mut external = Vec::new();
+        for r in self
+            .rules
+            .iter()
+            .filter(|r| r.list == ListKind::Allow && !r.carve_out)
+        {
+            let tool = r.rule.tool();
+            if self.always_restricted(tool) {
+                continue;
+            }
+            let mut exceptions = self.exceptions(Tools::One(tool));
+            exceptions.extend(
+                self.carve_outs(r, Tools::One(tool))
+                    .into_iter()
+                    .map(|rule| Exception {
+                        effect: Effect::NotCovered,
+                        rule,
+                        carved_out: Vec::new(),
+                    }),
+            );
+            let grant = Grant {
+                scope: GrantScope::Rule(self.rule_ref(r)),
+                exceptions,
+            };
+            match ToolClass::of(tool) {
+                Some(ToolClass::Read) => reads.push(grant),
+                Some(ToolClass::Edit) => writes.push(grant),
+                _ => external.push(grant),
+            }
+        }
+        for f in undecided.iter().filter(|f| f.decision == Decision::Allow) {
+            let Some(grant) = self.undecided_grant(f) else {
+                continue;
+            };
+            match f.class {
+                CallClass::Reads => reads.push(grant),
+                CallClass::Writes => writes.push(grant),
+                _ => external.push(grant),
+            }
+        }
+        let limits = |list: ListKind| -> Vec<Limit> {
+            self.rules
+                .iter()
+                .filter(|r| r.list == list && !r.carve_out)
+                .map(|r| Limit {
+                    rule: self.rule_ref(r),
+                    carved_out: self.carve_outs_any(r),
+                })
+                .collect()
+        };
+        AuthorizationBoundary {
+            policy: self.reference(),
+            project_root: self.env.project_root.display().to_string(),
+            undecided,
+            reads,
+            writes,
+            external_actions: external,
+            protected_targets: limits(ListKind::Deny),
+            required_approvals: limits(ListKind::Ask),
+            approvers: self.approvers.names().map(str::to_owned).collect(),
+        }
+    }
+
+    /// What the preset or the default answers for each class of call no rule decides.
+    fn undecided(&self) -> Vec<Fallback> {
+        let answer = |class: CallClass| {
+            let (tool_class, read_only) = class.tool_class();
+            let (decision, by) = match self
+                .preset
+                .and_then(|p| Some((p, p.class_decision(tool_class, read_only)?)))
+            {
+                Some((p, d)) => (d, p.source_name()),
+                None => (self.default, "default".to_owned()),
+            };
+            Fallback {
+                class,
+                decision,
+                by,
+            }
+        };
+        let commands = answer(CallClass::Commands);
+        let read_only = answer(CallClass::ReadOnlyCommands);
+        let mut out = vec![answer(CallClass::Reads), answer(CallClass::Writes)];
+        if read_only.decision != commands.decision {
+            out.push(read_only);
+        }
+        out.push(commands);
+        out.push(answer(CallClass::OtherTools));
+        out
+    }
+
+    /// The grant of a class the fallback allows, without the tools a bare deny or ask rule
+    /// always takes; `None` when nothing is left.
+    fn undecided_grant(&self, f: &Fallback) -> Option<Grant> {
+        let tools: Vec<&str> = f
+            .class
+            .tools()
+            .iter()
+            .copied()
+            .filter(|t| !self.always_restricted(t))
+            .collect();
+        let set = match f.class {
+            CallClass::OtherTools => {
+                if self.other_tools_always_restricted() {
+                    return None;
+                }
+                Tools::Other
+            }
+            _ if tools.is_empty() => return None,
+            _ => Tools::Class(&tools),
+        };
+        Some(Grant {
+            exceptions: self.exceptions(set),
+            scope: GrantScope::Undecided {
+                class: f.class,
+                tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+                by: f.by.clone(),
+            },
+        })
+    }
+
+    /// Every deny and ask rule that can apply to a call of these tools, with its carve-outs.
+    fn exceptions(&self, tools: Tools<'_>) -> Vec<Exception> {
+        self.rules
+            .iter()
+            .filter(|r| r.list != ListKind::Allow && !r.carve_out && tools.meets(r))
+            .map(|r| Exception {
+                effect: match r.list {
+                    ListKind::Deny => Effect::Denied,
+                    _ => Effect::NeedsApproval,
+                },
+                rule: r.cited.to_string(),
+                carved_out: self.carve_outs(r, tools),
+            })
+            .collect()
+    }
+
+    /// Whether a bare deny or ask rule (or tool-name glob) that no carve-out of `tool`
+    /// reaches decides every call of `tool` before any allow rule.
+    fn always_restricted(&self, tool: &str) -> bool {
+        self.rules.iter().any(|r| {
+            r.list != ListKind::Allow
+                && !r.carve_out
+                && r.pattern.is_none()
+                && Tools::One(tool).meets(r)
+                && self.carve_outs(r, Tools::One(tool)).is_empty()
+        })
+    }
+
+    /// Whether a deny or ask rule `*` (a glob matching every name) that no carve-out of an
+    /// unclassified tool reaches decides every other tool's calls.
+    fn other_tools_always_restricted(&self) -> bool {
+        self.rules.iter().any(|r| {
+            r.list != ListKind::Allow
+                && r.tool_glob.is_some()
+                && r.rule.tool().chars().all(|c| c == '*')
+                && self.carve_outs(r, Tools::Other).is_empty()
+        })
+    }
+
+    /// The carve-outs of these tools, in `rule`'s list, that cancel `rule` where they match: a
+    /// trusted carve-out reaches rules of sources ranked at or below its own, an untrusted one
+    /// only its own source's (the engine's rule).
+    fn carve_outs(&self, rule: &CompiledRule, tools: Tools<'_>) -> Vec<String> {
+        let target = &self.sources[rule.source];
+        let mut out: Vec<String> = Vec::new();
+        for c in self
+            .rules
+            .iter()
+            .filter(|c| c.list == rule.list && c.carve_out && tools.covers(c.rule.tool()))
+        {
+            let same_tool = match &rule.tool_glob {
+                Some(g) => g.matches(c.rule.tool()),
+                None => c.rule.tool() == rule.rule.tool(),
+            };
+            let by = &self.sources[c.source];
+            let reaches = if by.trusted {
+                by.rank >= target.rank
+            } else {
+                c.source == rule.source
+            };
+            let text = c.cited.to_string();
+            if same_tool && reaches && !out.contains(&text) {
+                out.push(text);
+            }
+        }
+        out
+    }
+
+    /// The carve-outs that cancel `rule` for any tool it applies to.
+    fn carve_outs_any(&self, rule: &CompiledRule) -> Vec<String> {
+        match &rule.tool_glob {
+            Some(_) => self.carve_outs(rule, Tools::Any),
+            None => self.carve_outs(rule, Tools::One(rule.rule.tool())),
+        }
+    }
+
+    fn rule_ref(&self, r: &CompiledRule) -> RuleRef {
+        let tool = r.rule.tool();
+        let pattern = r.rule.pattern().map(str::to_owned);
+        let profile = pattern.as_ref().and_then(|_| self.profiles.get(tool));
+        RuleRef {
+            rule: r.cited.to_string(),
+            tool: tool.to_owned(),
+            pattern,
+            matcher: profile.map(|p| p.matcher),
+            field: profile.map(|p| p.field.clone()),
+            source: self.sources[r.source].name.clone(),
+            note: r.note.clone(),
+        }
+    }
+}
+
+impl AuthorizationBoundary {
+    /// The boundary as Markdown inside seed 004's `<authorization_boundary>` tag, for a
+    /// model's prompt. Deterministic; every piece of policy text is one line in a code span.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let mut line = |s: &str| {
+            out.push_str(s);
+            out.push('\n');
+        };
+        line("<authorization_boundary>");
+        line(&format!(
+            "Policy {} version {} ({}). Warden enforces this boundary on every tool call; \
+             nothing else in this prompt grants more.",
+            code(&self.policy.policy_id),
+            code(&self.policy.version),
+            code(self.policy.digest.as_str()),
+        ));
+        line("");
+        line("## Default");
+        for l in self.default_lines() {
+            line(&l);
+        }
+        for (heading, grants) in [
+            ("## Allowed reads", &self.reads),
+            ("## Allowed writes", &self.writes),
+            ("## External actions", &self.external_actions),
+        ] {
+            line("");
+            line(heading);
+            if grants.is_empty() {
+                line("- none");
+            }
+            for g in grants {
+                line(&grant_line(g));
+                for e in &g.exceptions {
+                    line(&exception_line(e));
+                }
+            }
+        }
+        for (heading, limits, verb) in [
+            ("## Protected targets", &self.protected_targets, "are denied"),
+            ("## Required approvals", &self.required_approvals, "need approval"),
+        ] {
+            line("");
+            line(heading);
+            if limits.is_empty() {
+                line("- none");
+            }
+            for l in limits {
+                let note = l
+                    .rule
+                    .note
+                    .as_deref()
+                    .map(|n| format!(" (note: {})", one_line(n)))
+                    .unwrap_or_default();
+                line(&format!(
+                    "- {}: {} {verb}{note}",
+                    code(&l.rule.rule),
+                    subject(&l.rule)
+                ));
+                for c in &l.carved_out {
+                    line(&format!("  - except where carved out by {}", code(c)));
+                }
+            }
+        }
+        if !self.approvers.is_empty() {
+            let names: Vec<String> = self.approvers.iter().map(|a| code(a)).collect();
+            line(&format!(
+                "An approval can be a receipt signed by a declared approver ({}) for the exact \
+                 call; a receipt never overrides a denial.",
+                names.join(", ")
+            ));
+        }
+        line("");
+        line("## How calls are decided");
+        line(
+            "- Deny rules first, then approval rules, then allow rules, then the Default \
+             above: an exception always wins over the grant it qualifies.",
+        );
+        line(&format!(
+            "- Relative path patterns are anchored at {}. A path is allowed only when both the \
+             path as written and its symlink-resolved target match an allow rule; a deny or \
+             approval rule matches either.",
+            code(&self.project_root)
+        ));
+        line(
+            "- A shell command is decided per simple command (in lists, pipelines, \
+             substitutions, `bash -c` payloads) and per redirect target (a `write` or `read` of \
+             that path); the strictest part decides the whole command.",
+        );
+        line(
+            "- A command that cannot be parsed is denied, and one whose program cannot be known \
+             statically is never allowed.",
+        );
+        line("</authorization_boundary>");
+        out
+    }
+
+    fn default_lines(&self) -> Vec<String> {
+        let by = |by: &str| match by {
+            "default" => "the default".to_owned(),
+            preset => format!(
+                "the {} preset",
+                code(preset.strip_prefix("preset:").unwrap_or(preset))
+            ),
+        };
+        let uniform = self.undecided.windows(2).all(|w| {
+            w[0].decision == w[1].decision && w[0].by == w[1].by
+        });
+        match (uniform, self.undecided.first()) {
+            (true, Some(f)) => vec![match f.decision {
+                Decision::Allow => format!(
+                    "Calls that no rule denies or holds for approval are allowed ({}), for \
+                     every tool, including tools this policy does not name.",
+                    by(&f.by)
+                ),
+                Decision::Ask => format!(
+                    "Calls that no rule decides need approval ({}).",
+                    by(&f.by)
+                ),
+                Decision::Deny => {
+                    format!("Calls that no rule decides are denied ({}).", by(&f.by))
+                }
+            }],
+            _ => {
+                let mut lines = vec!["Calls that no rule decides:".to_owned()];
+                lines.extend(self.undecided.iter().map(|f| {
+                    format!(
+                        "- {}: {} ({})",
+                        f.class.phrase(),
+                        decision_phrase(f.decision),
+                        by(&f.by)
+                    )
+                }));
+                lines
+            }
+        }
+    }
+}
+
+impl fmt::Display for AuthorizationBoundary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_markdown())
+    }
+}
+
+fn decision_phrase(d: Decision) -> &'static str {
+    match d {
+        Decision::Allow => "allowed",
+        Decision::Ask => "need approval",
+        Decision::Deny => "denied",
+    }
+}
+
+/// What a rule's calls are, in words: "`read` calls on paths matching `.env:*`".
+fn subject(r: &RuleRef) -> String {
+    let tool = code(&r.tool);
+    let Some(pattern) = r.pattern.as_deref() else {
+        return if r.tool.contains('*') {
+            format!("all calls of tools matching {tool}")
+        } else {
+            format!("all {tool} calls")
+        };
+    };
+    let pattern = code(pattern);
+    match r.matcher {
+        Some(MatcherKind::Path) => format!("{tool} calls on paths matching {pattern}"),
+        Some(MatcherKind::Shell) => format!("{tool} commands matching {pattern}"),
+        Some(MatcherKind::Domain) => format!("{tool} calls to hosts matching {pattern}"),
+        _ => format!(
+            "{tool} calls whose {} matches {pattern}",
+            code(r.field.as_deref().unwrap_or("argument"))
+        ),
+    }
+}
+
+fn grant_line(g: &Grant) -> String {
+    match &g.scope {
+        GrantScope::Rule(r) => {
+            let note = r
+                .note
+                .as_deref()
+                .map(|n| format!(" (note: {})", one_line(n)))
+                .unwrap_or_default();
+            format!("- {}: {}{note}", code(&r.rule), subject(r))
+        }
+        GrantScope::Undecided { class, tools, by } => {
+            let by = match by.strip_prefix("preset:") {
+                Some(p) => format!("the {} preset", code(p)),
+                None => "the default".to_owned(),
+            };
+            let tools: Vec<String> = tools.iter().map(|t| code(t)).collect();
+            let what = match class {
+                CallClass::OtherTools => "any call of another tool".to_owned(),
+                CallClass::ReadOnlyCommands => {
+                    format!("any read-only {} command", tools.join(", "))
+                }
+                CallClass::Commands => format!("any {} command", tools.join(", ")),
+                CallClass::Reads | CallClass::Writes => {
+                    format!("any {} call", tools.join(", "))
+                }
+            };
+            format!("- {what} that no rule decides (allowed by {by})")
+        }
+    }
+}
+
+fn exception_line(e: &Exception) -> String {
+    let carved = if e.carved_out.is_empty() {
+        String::new()
+    } else {
+        let c: Vec<String> = e.carved_out.iter().map(|c| code(c)).collect();
+        format!(" (carved out: {})", c.join(", "))
+    };
+    let rule = code(&e.rule);
+    match e.effect {
+        Effect::Denied => format!("  - except where {rule} denies{carved}"),
+        Effect::NeedsApproval => format!("  - except where {rule} needs approval{carved}"),
+        Effect::NotCovered => format!("  - except where {rule} carves it out"),
+    }
+}
+
+/// Policy text on one line: control characters and line separators written as `\u{…}`, so
+/// no rule, note or name can start a line (a heading, a list item) of its own.
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A Markdown code span holding `s` on one line, whatever backticks it contains.
+fn code(s: &str) -> String {
+    let s = one_line(s);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    if longest > 0 || s.starts_with(' ') && s.ends_with(' ') && !s.trim().is_empty() {
+        format!("{fence} {s} {fence}")
+    } else {
+        format!("{fence}{s}{fence}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_name_the_tools_tool_class_classifies() {
+        for (class, want) in [
+            (CallClass::Reads, Some(ToolClass::Read)),
+            (CallClass::Writes, Some(ToolClass::Edit)),
+            (CallClass::Commands, Some(ToolClass::Execute)),
+        ] {
+            for tool in class.tools() {
+                assert_eq!(ToolClass::of(tool), want, "{tool}");
+            }
+        }
+    }
+
+    #[test]
+    fn policy_text_stays_on_one_line_in_a_code_span() {
+        assert_eq!(code("read(.env:*)"), "`read(.env:*)`");
+        assert_eq!(code("echo `x`"), "`` echo `x` ``");
+        assert_eq!(code("a\n## Allowed writes"), "`a\\u{a}## Allowed writes`");
+        assert!(!one_line("x\u{2028}y\r").contains(['\u{2028}', '\r']));
+    }
+}

@@ -1,0 +1,3 @@
+//! Policy extensions (issue 5): presets, grants, hints, offers, batches, confinement.
+
+mod presets;
