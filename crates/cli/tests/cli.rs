@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 #[path = "support/approve.rs"]
 mod approve;
+#[path = "support/describe.rs"]
+mod describe;
 #[path = "support/evidence.rs"]
 mod evidence;
 #[path = "support/exec.rs"]

@@ -14,7 +14,7 @@ use warden_contracts::{
 };
 
 use crate::payload::{Label, RuleText};
-use crate::record::{self, AppendFields, Prepared, Family, Record, RecordKind};
+use crate::record::{self, AppendFields, Family, Prepared, Record, RecordKind};
 use crate::verify::{ChainRecord, ChainTracker, FailureDetail};
 
 /// The journal's record types.

@@ -834,7 +834,8 @@ impl<'a> AppendFields<'a> {
 pub(crate) struct Prepared {
     pub(crate) json: String,
     pub(crate) digest: DigestText,
-    prefix: blake3::Hasher,
+    /// Boxed: the hasher is ~2 KiB, and a prepared append moves through a queue.
+    prefix: Box<blake3::Hasher>,
 }
 
 impl Prepared {
@@ -865,7 +866,7 @@ impl Prepared {
                 }
                 None => write_str(out, &json),
             });
-            let mut prefix = blake3::Hasher::new();
+            let mut prefix = Box::new(blake3::Hasher::new());
             prefix.update(buffer.as_bytes());
             Ok(Self {
                 json,
@@ -989,11 +990,7 @@ fn sealed_fields<'a>(
 
 impl Seal {
     /// The sealed record's fields.
-    pub(crate) fn fields<'a>(
-        &'a self,
-        a: &AppendFields<'a>,
-        payload: &'a Prepared,
-    ) -> Fields<'a> {
+    pub(crate) fn fields<'a>(&'a self, a: &AppendFields<'a>, payload: &'a Prepared) -> Fields<'a> {
         sealed_fields(
             a,
             payload,

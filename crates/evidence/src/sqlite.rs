@@ -36,9 +36,7 @@ use warden_contracts::{
 use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
-use crate::record::{
-    self, AppendFields, Prepared, Family, PreparedEvidence, Record, RecordKind,
-};
+use crate::record::{self, AppendFields, Family, Prepared, PreparedEvidence, Record, RecordKind};
 use crate::store::{self, GovernedStore, IndexEntries, JournalStore, OperationRef};
 use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
 
@@ -1166,6 +1164,8 @@ impl Writer {
             !touched.contains(chain) && touched.insert(chain.clone())
         };
         let mut fatal: Option<EvidenceError> = None;
+        let t0 = std::time::Instant::now();
+        let n = ops.len();
         for op in ops {
             let r = match op {
                 JobOp::Evidence(entry, prepared) => {
@@ -1186,6 +1186,7 @@ impl Writer {
                 }
             }
         }
+        let t1 = std::time::Instant::now();
         let committed = match fatal {
             Some(e) => Err(e),
             None => fault::point("store.before_commit")
@@ -1210,6 +1211,9 @@ impl Writer {
                 let _ = reply.send(Err(e.clone()));
             }
             return;
+        }
+        if std::env::var_os("EVTIME").is_some() {
+            eprintln!("batch {n}: inserts {:?} commit {:?}", t1 - t0, t1.elapsed());
         }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         let ok = results.iter().filter(|r| r.is_ok()).count() as u64;
@@ -1309,7 +1313,7 @@ impl Writer {
             prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
             tracker.head(),
         )
-            .map_err(Step::Refused)?;
+        .map_err(Step::Refused)?;
         let (payload, parsed) = prepared.map_err(Step::Refused)?;
         let view = View {
             fields: seal.fields(&a, &payload),

@@ -22,6 +22,7 @@ use crate::decl::{
 use crate::error::{Location, PolicyError, RuleErrorKind};
 use crate::file::{LoadedPolicy, RuleList};
 use crate::guard::GuardSet;
+use crate::hints::HintRules;
 use crate::matcher::{PathEnv, Pattern};
 use crate::preset::Preset;
 use crate::receipt::Approvers;
@@ -91,6 +92,7 @@ pub struct PolicyBuilder {
     guards: Option<GuardSet>,
     approvers: Approvers,
     preset: Option<(Preset, Location)>,
+    hints: Option<HintRules>,
     /// Programmable permissions declared (`crate::permission`): listed and digested.
     pub(crate) permissions: Vec<crate::permission::PermissionInfo>,
 }
@@ -122,8 +124,19 @@ impl PolicyBuilder {
             guards: None,
             approvers: Approvers::new(),
             preset: None,
+            hints: None,
             permissions: Vec::new(),
         }
+    }
+
+    /// Adds hint rules ([`crate::hints`]); with several calls (or files) each rule takes the
+    /// stricter decision.
+    pub fn hints(mut self, h: HintRules) -> Self {
+        self.hints = Some(match self.hints.take() {
+            None => h,
+            Some(prev) => prev.strictest(&h),
+        });
+        self
     }
 
     /// Starts from a preset (design.md §4.5): every rule and source applies on top of it, and
@@ -260,6 +273,9 @@ impl PolicyBuilder {
         }
         if let Some(d) = f.default {
             self = self.default(d);
+        }
+        if let Some(h) = &f.hints {
+            self = self.hints(h.clone());
         }
         if let Some(p) = f.preset {
             let at = Location {
@@ -596,6 +612,7 @@ pub struct PolicySnapshot {
     /// The default's reason for every tool the policy names, made once.
     pub(crate) default_reasons: FxHashMap<String, Arc<str>>,
     pub(crate) preset: Option<Preset>,
+    pub(crate) hints: HintRules,
     /// The declarations it was built from, so a grant can rebuild it changed.
     pub(crate) declared: Arc<PolicyBuilder>,
     /// Programmable permissions declared (`crate::permission`), in registration order.
@@ -845,6 +862,7 @@ impl Compiler {
             default,
             sources,
             preset: b.preset.as_ref().map(|(p, _)| *p),
+            hints: b.hints.clone().unwrap_or_default(),
             declared: Arc::new(PolicyBuilder::new()),
             default_reasons: rules
                 .iter()
@@ -1045,5 +1063,6 @@ fn canonical_form(
         "guards": b.guards.as_ref().map(|g| g.declared().clone()).unwrap_or_default(),
         "approvers": b.approvers.canonical(),
         "preset": b.preset.as_ref().map(|(p, _)| p.name()),
+        "hints": b.hints.clone().unwrap_or_default(),
     })
 }

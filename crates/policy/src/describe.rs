@@ -502,8 +502,16 @@ impl AuthorizationBoundary {
             }
         }
         for (heading, limits, verb) in [
-            ("## Protected targets", &self.protected_targets, "are denied"),
-            ("## Required approvals", &self.required_approvals, "need approval"),
+            (
+                "## Protected targets",
+                &self.protected_targets,
+                "are denied",
+            ),
+            (
+                "## Required approvals",
+                &self.required_approvals,
+                "need approval",
+            ),
         ] {
             line("");
             line(heading);
@@ -568,9 +576,10 @@ impl AuthorizationBoundary {
                 code(preset.strip_prefix("preset:").unwrap_or(preset))
             ),
         };
-        let uniform = self.undecided.windows(2).all(|w| {
-            w[0].decision == w[1].decision && w[0].by == w[1].by
-        });
+        let uniform = self
+            .undecided
+            .windows(2)
+            .all(|w| w[0].decision == w[1].decision && w[0].by == w[1].by);
         match (uniform, self.undecided.first()) {
             (true, Some(f)) => vec![match f.decision {
                 Decision::Allow => format!(
@@ -578,10 +587,9 @@ impl AuthorizationBoundary {
                      every tool, including tools this policy does not name.",
                     by(&f.by)
                 ),
-                Decision::Ask => format!(
-                    "Calls that no rule decides need approval ({}).",
-                    by(&f.by)
-                ),
+                Decision::Ask => {
+                    format!("Calls that no rule decides need approval ({}).", by(&f.by))
+                }
                 Decision::Deny => {
                     format!("Calls that no rule decides are denied ({}).", by(&f.by))
                 }

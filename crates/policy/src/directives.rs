@@ -38,6 +38,8 @@
 use std::fmt;
 
 use schemars::JsonSchema;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::compile::{PolicyBuilder, PolicySnapshot};
@@ -143,7 +145,7 @@ impl<'de> Deserialize<'de> for Directive {
 /// );
 /// # Ok::<(), warden_policy::DirectiveError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Directives {
     /// Decision-scope guidance (`## Authority`). Guidance only: not a grant.
@@ -156,6 +158,40 @@ pub struct Directives {
     /// and no routing target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalations: Vec<Directive>,
+}
+
+/// The table's fields as read; [`Directives`] reads only a table (serde's derive would also
+/// take an array, filling the lists by position).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectivesWire {
+    #[serde(default)]
+    authority: Vec<Directive>,
+    #[serde(default)]
+    boundaries: Vec<Directive>,
+    #[serde(default)]
+    escalations: Vec<Directive>,
+}
+
+impl<'de> Deserialize<'de> for Directives {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TableOnly;
+        impl<'de> Visitor<'de> for TableOnly {
+            type Value = Directives;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of `authority`, `boundaries` and `escalations` lists")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Directives, A::Error> {
+                let w = DirectivesWire::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(Directives {
+                    authority: w.authority,
+                    boundaries: w.boundaries,
+                    escalations: w.escalations,
+                })
+            }
+        }
+        deserializer.deserialize_map(TableOnly)
+    }
 }
 
 impl Directives {

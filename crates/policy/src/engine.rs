@@ -33,6 +33,9 @@ pub struct Call {
     /// The containment the call runs under, when the backend proves one (`landlock+netns`;
     /// empty when unnamed): bare ask rules do not ask for it (agentpolicy's confinement).
     pub confined: Option<String>,
+    /// What the tool says the call does (its registry entry, an MCP server's annotations):
+    /// believed by hint rules only for a tool of a trusted MCP server ([`crate::hints`]).
+    pub hints: Option<crate::hints::Hints>,
 }
 
 impl Call {
@@ -44,7 +47,14 @@ impl Call {
             cwd: None,
             resolved_paths: BTreeMap::new(),
             confined: None,
+            hints: None,
         }
+    }
+
+    /// The same call, with the hints its tool declares.
+    pub fn with_hints(mut self, hints: crate::hints::Hints) -> Self {
+        self.hints = Some(hints);
+        self
     }
 
     /// The same call, running confined by `mechanism` (proven by the backend).
@@ -576,7 +586,8 @@ impl PolicySnapshot {
         direct || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
     }
 
-    fn decide_subject(&self, p: &Prepared, confined: Option<&str>) -> SubjectVerdict {
+    fn decide_subject(&self, p: &Prepared, call: &Call) -> SubjectVerdict {
+        let confined = call.confined.as_deref();
         let tool = &p.subject.tool;
         let verdict = |decision, rule: Option<&CompiledRule>, reason: Arc<str>| SubjectVerdict {
             text: p.subject.text.clone(),
@@ -654,6 +665,19 @@ impl PolicySnapshot {
         if let Some(rule) = self.first_match(ListKind::Allow, p) {
             return verdict(Decision::Allow, Some(rule), cite(rule));
         }
+        if !self.hints.is_empty() {
+            let declared = call.hints.filter(|_| call.tool == *tool);
+            let hints = self.hints.believed(tool, p.read_only, declared);
+            if let Some((decision, name)) = self.hints.decide(&hints) {
+                let outcome = match decision {
+                    Decision::Allow => "allowed",
+                    Decision::Ask => "approval required",
+                    Decision::Deny => "denied",
+                };
+                let reason = format!("no rule decides {tool}; {name} by its hints: {outcome}");
+                return verdict(decision, None, reason.into());
+            }
+        }
         let (decision, reason) = self.fallback(tool, p.read_only);
         verdict(decision, None, reason)
     }
@@ -703,11 +727,10 @@ impl PolicySnapshot {
             }
             Split::Subjects(p) => p,
         };
-        let subjects: Vec<SubjectVerdict> =
-            prepared
-                .iter()
-                .map(|p| self.decide_subject(p, call.confined.as_deref()))
-                .collect();
+        let subjects: Vec<SubjectVerdict> = prepared
+            .iter()
+            .map(|p| self.decide_subject(p, call))
+            .collect();
         // The call takes the strictest decision of its counted (non-neutral) subjects and
         // cites the first subject that has it.
         let deciding = subjects

@@ -192,6 +192,9 @@ pub struct PolicyFile {
     /// Guards over content (`[guards]`: size limit, deny patterns, secrets; docs/guards.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<crate::guard::Guards>,
+    /// Hint rules (`[hints]`: decisions by what a call does; docs/policy.md, "Hint rules").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<crate::hints::HintRules>,
     /// This file is the policy of a subagent scope (`[scope]`: name, parent, `expands_parent`);
     /// composed with its parent's by `ScopeSet`, never merged as a plain policy (docs/policy.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,10 +209,7 @@ impl PolicyFile {
     /// The reserved keys present in this file, which this version refuses.
     pub fn reserved_keys_present(&self) -> Vec<&'static str> {
         let mut keys = Vec::new();
-        for (key, value) in [
-            ("mcp", &self.mcp),
-            ("modes", &self.modes),
-        ] {
+        for (key, value) in [("mcp", &self.mcp), ("modes", &self.modes)] {
             if value.is_some() {
                 keys.push(key);
             }

@@ -121,7 +121,11 @@ impl PolicySnapshot {
                         allow: list(ListKind::Allow),
                         ask: list(ListKind::Ask),
                         deny: list(ListKind::Deny),
-                        notes: set.notes.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect(),
+                        notes: set
+                            .notes
+                            .iter()
+                            .map(|(k, (v, _))| (k.clone(), v.clone()))
+                            .collect(),
                     },
                 }
             })
@@ -196,7 +200,15 @@ impl PolicySnapshot {
                     reason,
                 }),
                 Ok(steps) => {
-                    apply(&mut b, grant_set, &set.source, rule, steps, &at, &mut report);
+                    apply(
+                        &mut b,
+                        grant_set,
+                        &set.source,
+                        rule,
+                        steps,
+                        &at,
+                        &mut report,
+                    );
                     report.granted.push(rule.to_string());
                 }
             }
@@ -220,18 +232,29 @@ impl PolicySnapshot {
             reason,
         };
         if verdict.decision != Decision::Ask {
-            return Err(refuse("the call was not deferred, so there is no prompt to answer".into()));
+            return Err(refuse(
+                "the call was not deferred, so there is no prompt to answer".into(),
+            ));
         }
-        if verdict.subjects.iter().any(|s| s.decision == Decision::Deny) {
-            return Err(refuse("a deny rule decided part of the call: a grant never beats a deny".into()));
+        if verdict
+            .subjects
+            .iter()
+            .any(|s| s.decision == Decision::Deny)
+        {
+            return Err(refuse(
+                "a deny rule decided part of the call: a grant never beats a deny".into(),
+            ));
         }
         if let Some(asked) = verdict.rule.as_deref() {
             let ask = Rule::parse(asked).map_err(|e| refuse(e.to_string()))?;
-            let in_force = self.rules.iter().any(|r| {
-                r.list == ListKind::Ask && !r.carve_out && r.rule == ask
-            });
+            let in_force = self
+                .rules
+                .iter()
+                .any(|r| r.list == ListKind::Ask && !r.carve_out && r.rule == ask);
             if !in_force {
-                return Err(refuse(format!("the ask rule {ask} is no longer in the policy")));
+                return Err(refuse(format!(
+                    "the ask rule {ask} is no longer in the policy"
+                )));
             }
             let names_it = if ask.is_tool_glob() {
                 Wildcard::new(ask.tool()).matches(rule.tool())
@@ -251,9 +274,7 @@ impl PolicySnapshot {
                 ..RuleSet::default()
             },
         };
-        let (snapshot, report) = self
-            .grant(&set)
-            .map_err(|e| refuse(e.to_string()))?;
+        let (snapshot, report) = self.grant(&set).map_err(|e| refuse(e.to_string()))?;
         match report.refused.first() {
             Some(refusal) => Err(refusal.clone()),
             None => Ok((snapshot, report)),
@@ -277,7 +298,10 @@ fn plan(
     rule: &Rule,
 ) -> Result<Vec<Step>, String> {
     if !source.trusted {
-        return Err(format!("withheld: the source {} is not trusted", source.name));
+        return Err(format!(
+            "withheld: the source {} is not trusted",
+            source.name
+        ));
     }
     if rule.is_carve_out() {
         return Err(format!("cannot grant a carve-out: {rule}"));
@@ -301,7 +325,11 @@ fn plan(
         }
     };
     // A deny that covers every call the grant would allow refuses it.
-    for r in snapshot.rules.iter().filter(|r| r.list == ListKind::Deny && !r.carve_out) {
+    for r in snapshot
+        .rules
+        .iter()
+        .filter(|r| r.list == ListKind::Deny && !r.carve_out)
+    {
         let covers = applies(&r.rule) && (r.rule.spec().is_none() || r.rule.spec() == rule.spec());
         if covers {
             return Err(format!("denied by {}: a grant never beats a deny", r.rule));
@@ -316,13 +344,11 @@ fn plan(
                     continue;
                 }
                 // Covered for sure: a bare rule on either side, or the same specifier.
-                let covers = ask.spec().is_none() || rule.spec().is_none() || ask.spec() == rule.spec();
+                let covers =
+                    ask.spec().is_none() || rule.spec().is_none() || ask.spec() == rule.spec();
                 if set.source.rank > source.rank {
                     if covers {
-                        return Err(format!(
-                            "{ask} from {} outranks the grant",
-                            set.source.name
-                        ));
+                        return Err(format!("{ask} from {} outranks the grant", set.source.name));
                     }
                     continue;
                 }

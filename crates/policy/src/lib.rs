@@ -47,9 +47,10 @@ mod error;
 mod explain;
 mod file;
 pub mod grant;
-pub mod offer;
 pub mod guard;
+pub mod hints;
 pub mod matcher;
+pub mod offer;
 pub mod permission;
 pub mod preset;
 pub mod receipt;
@@ -68,11 +69,11 @@ pub use directives::{Directive, DirectiveError, Directives};
 pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver};
 pub use error::{Location, PolicyError, RuleErrorKind};
 pub use explain::{Explanation, RuleMatch, ShellTrace, SubjectTrace};
-pub use offer::BatchVerdict;
-pub use grant::{DeclaredSet, GrantChange, GrantRefusal, GrantReport, GrantSet};
 pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
+pub use grant::{DeclaredSet, GrantChange, GrantRefusal, GrantReport, GrantSet};
 pub use guard::{Finding, FindingKind, GuardError, GuardOutcome, GuardSet, Guards, SecretAction};
 pub use matcher::{MatcherKind, PathEnv};
+pub use offer::BatchVerdict;
 pub use permission::{
     Answer, PermissionError, PermissionInfo, PermissionKind, PermissionSet, PermissionVerdict,
     decide_with_permissions, decide_with_permissions_async,
@@ -80,7 +81,7 @@ pub use permission::{
 pub use preset::{Preset, ToolClass};
 pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
-pub use scope::{ChildPolicy, Scope, ScopeDecl, ScopeSet, ScopeStage, ScopeVerdict};
+pub use scope::{ChildPolicy, Scope, ScopeDecl, ScopeError, ScopeSet, ScopeStage, ScopeVerdict};
 pub use wildcard::Wildcard;
 
 /// The JSON Schema of the policy file (`docs/schemas/PolicyFile.schema.json`).

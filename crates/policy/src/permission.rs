@@ -67,9 +67,7 @@ use crate::engine::{Call, SubjectVerdict, Verdict};
 use crate::error::{Location, PolicyError};
 
 /// What a permission may answer (design.md §4.2 places each kind in the order).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionKind {
     /// Only [`Answer::Denied`] (or no answer); runs after the deny rules.
@@ -93,7 +91,9 @@ impl PermissionKind {
     fn may_answer(self, answer: &Answer) -> bool {
         matches!(
             (self, answer),
-            (Self::Decide, _) | (Self::Deny, Answer::Denied { .. }) | (Self::Allow, Answer::Allowed)
+            (Self::Decide, _)
+                | (Self::Deny, Answer::Denied { .. })
+                | (Self::Allow, Answer::Allowed)
         )
     }
 
@@ -550,7 +550,8 @@ impl Run {
                 verdict.decision = Decision::Deny;
                 verdict.rule = None;
                 verdict.source = None;
-                verdict.reason = "the call's subjects could not be matched with permissions: denied".into();
+                verdict.reason =
+                    "the call's subjects could not be matched with permissions: denied".into();
             }
             return Self {
                 tool: call.tool.clone(),
@@ -631,7 +632,10 @@ impl Run {
             }
             Ok(Some(Answer::Allowed)) => (
                 Decision::Allow,
-                format!("allowed by permission `{}` (version {})", info.name, info.version),
+                format!(
+                    "allowed by permission `{}` (version {})",
+                    info.name, info.version
+                ),
                 false,
                 None,
             ),

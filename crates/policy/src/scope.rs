@@ -218,7 +218,10 @@ impl ScopeVerdict {
 
 impl Scope {
     /// A root scope: the policy of the agent a run starts with.
-    pub fn root(name: impl Into<String>, policy: Arc<PolicySnapshot>) -> Result<Arc<Self>, ScopeError> {
+    pub fn root(
+        name: impl Into<String>,
+        policy: Arc<PolicySnapshot>,
+    ) -> Result<Arc<Self>, ScopeError> {
         let name = name.into();
         check_name(&name, None)?;
         Self::make(name, None, policy.clone(), Some(policy), None)
@@ -474,12 +477,19 @@ impl PolicySnapshot {
                 rule.reason.clone(),
             )
         } else if self.denies_missing_field(p) {
-            let field = self.profiles.get(tool).map_or("the matched field", |pr| pr.field.as_str());
+            let field = self
+                .profiles
+                .get(tool)
+                .map_or("the matched field", |pr| pr.field.as_str());
             let reason = format!(
                 "`{field}` is missing or not a string, and {tool} has deny rules with a specifier: denied"
             );
             (None, None, reason.into())
-        } else if let Some(why) = p.unknown.as_deref().filter(|_| self.tool_has_deny_rules(tool, false)) {
+        } else if let Some(why) = p
+            .unknown
+            .as_deref()
+            .filter(|_| self.tool_has_deny_rules(tool, false))
+        {
             let reason = format!(
                 "the program cannot be known statically ({why}), and {tool} has deny rules: denied"
             );
@@ -528,7 +538,9 @@ impl ScopeSet {
             files.iter().partition(|f| f.file.scope.is_some());
         let plain: Vec<LoadedPolicy> = plain.into_iter().cloned().collect();
         let Some(first) = plain.first() else {
-            let at = scoped.first().map_or_else(|| Location::file("<scopes>"), |f| scope_at(f));
+            let at = scoped
+                .first()
+                .map_or_else(|| Location::file("<scopes>"), |f| scope_at(f));
             return Err(PolicyError::Syntax {
                 at,
                 message: "no root policy: at least one policy file has no `[scope]` table".into(),
@@ -542,14 +554,17 @@ impl ScopeSet {
             let Some(decl) = f.file.scope.as_ref() else {
                 continue;
             };
-            if decl.name == root.name()
-                || declared.insert(decl.name.as_str(), (f, decl)).is_some()
-            {
-                return Err(PolicyError::Syntax {
-                    at: scope_at(f),
-                    message: format!("scope `{}` is declared twice", decl.name),
-                });
-            }
+            let message = if decl.name == root.name() {
+                format!("scope `{}` names the root policy (its id)", decl.name)
+            } else if declared.insert(decl.name.as_str(), (f, decl)).is_some() {
+                format!("scope `{}` is declared twice", decl.name)
+            } else {
+                continue;
+            };
+            return Err(PolicyError::Syntax {
+                at: scope_at(f),
+                message,
+            });
         }
         let mut built = BTreeMap::new();
         for name in declared.keys() {
@@ -598,7 +613,10 @@ fn build(
     if visiting.iter().any(|v| v == name) {
         return Err(PolicyError::Syntax {
             at: scope_at(file),
-            message: format!("scope `{name}` is its own ancestor ({})", visiting.join(" → ")),
+            message: format!(
+                "scope `{name}` is its own ancestor ({})",
+                visiting.join(" → ")
+            ),
         });
     }
     visiting.push(name.to_owned());

@@ -12,12 +12,12 @@ use warden_policy::*;
 
 #[path = "directives/mod.rs"]
 mod directives;
+#[path = "extensions/mod.rs"]
+mod extensions;
 #[path = "guard/mod.rs"]
 mod guard;
 #[path = "receipt/mod.rs"]
 mod receipt;
-#[path = "extensions/mod.rs"]
-mod extensions;
 #[path = "shell/mod.rs"]
 mod shell;
 
@@ -234,7 +234,6 @@ fn apply_grant(name: &str, snapshot: &PolicySnapshot, grant: &Value) -> PolicySn
     changed
 }
 
-
 #[test]
 fn corpus_decisions_through_the_library() {
     let doc = corpus("decisions.json");
@@ -290,7 +289,11 @@ fn corpus_decisions_through_the_library() {
             let batch = snapshot.decide_batch(&calls.iter().map(to_call).collect::<Vec<_>>());
             let asks = batch.iter().any(|b| b.verdict.decision == Decision::Ask);
             for b in &batch {
-                assert_eq!(b.held, asks && b.verdict.decision == Decision::Allow, "{name}");
+                assert_eq!(
+                    b.held,
+                    asks && b.verdict.decision == Decision::Allow,
+                    "{name}"
+                );
             }
         }
         for call in calls {
@@ -353,10 +356,7 @@ fn corpus_decisions_through_the_library() {
             decided += 1;
         }
     }
-    assert!(
-        decided >= 25,
-        "only {decided} corpus checks ran"
-    );
+    assert!(decided >= 25, "only {decided} corpus checks ran");
 }
 
 // ------------------------------------------------------------------ policy files

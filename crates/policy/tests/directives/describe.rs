@@ -115,7 +115,13 @@ fn a_representative_policy() {
     // Directives are not the boundary: nothing they say appears in it.
     assert!(!md.contains("You may read anything"));
     // Deterministic.
-    assert_eq!(md, compile(&[("project", representative().as_str())]).unwrap().describe().to_markdown());
+    assert_eq!(
+        md,
+        compile(&[("project", representative().as_str())])
+            .unwrap()
+            .describe()
+            .to_markdown()
+    );
 }
 
 #[test]
@@ -144,7 +150,10 @@ fn the_boundary_serializes_as_json() {
                "field": "command", "source": "project", "note": "use trash-put instead",
                "carved_out": []})
     );
-    assert_eq!(v["required_approvals"][0]["rule"], json!("bash(git push:*)"));
+    assert_eq!(
+        v["required_approvals"][0]["rule"],
+        json!("bash(git push:*)")
+    );
     assert_eq!(v["approvers"], json!(["release-managers"]));
 }
 
@@ -154,7 +163,11 @@ fn the_boundary_serializes_as_json() {
 fn a_withheld_untrusted_allow_is_never_claimed() {
     let s = compile(&[("project", representative().as_str())]).unwrap();
     assert_eq!(
-        s.sources().iter().find(|x| x.name == "vendor").unwrap().withheld,
+        s.sources()
+            .iter()
+            .find(|x| x.name == "vendor")
+            .unwrap()
+            .withheld,
         ["bash(curl:*)", "edit(vendor/**)"]
     );
     let b = s.describe();
@@ -209,10 +222,17 @@ fn a_bare_deny_or_ask_takes_an_allow_away() {
             "- `write`: all `write` calls need approval",
         ]
     );
-    assert_eq!(section(&asked, "## Allowed reads"), ["- `read`: all `read` calls"]);
+    assert_eq!(
+        section(&asked, "## Allowed reads"),
+        ["- `read`: all `read` calls"]
+    );
     // A tool-name glob over every name takes everything away, the default's allow included.
     let everything = md("default = \"allow\"\nallow = [\"read\"]\ndeny = [\"*\"]\n");
-    for heading in ["## Allowed reads", "## Allowed writes", "## External actions"] {
+    for heading in [
+        "## Allowed reads",
+        "## Allowed writes",
+        "## External actions",
+    ] {
         assert_eq!(section(&everything, heading), ["- none"], "{heading}");
     }
     // A carve-out from a lower-ranked source does not reach a higher one's deny.
@@ -294,7 +314,9 @@ fn presets_are_stated_per_class() {
     );
     assert_eq!(
         section(&md, "## Allowed reads"),
-        ["- any `read`, `list`, `grep`, `glob` call that no rule decides (allowed by the `suggest` preset)"]
+        [
+            "- any `read`, `list`, `grep`, `glob` call that no rule decides (allowed by the `suggest` preset)"
+        ]
     );
     let read_only = compile(&[("p", "preset = \"read_only\"\n")])
         .unwrap()
@@ -304,7 +326,10 @@ fn presets_are_stated_per_class() {
         md.contains("- read-only commands (`bash`): allowed (the `read_only` preset)"),
         "{md}"
     );
-    assert!(md.contains("- commands (`bash`): denied (the `read_only` preset)"), "{md}");
+    assert!(
+        md.contains("- commands (`bash`): denied (the `read_only` preset)"),
+        "{md}"
+    );
     assert_eq!(
         section(&md, "## External actions"),
         ["- any read-only `bash` command that no rule decides (allowed by the `read_only` preset)"]
@@ -333,8 +358,10 @@ fn policy_text_cannot_forge_lines() {
     let md = s.describe().to_markdown();
     assert_eq!(
         section(&md, "## Protected targets"),
-        ["- ``bash(echo `id`)``: `bash` commands matching `` echo `id` `` are denied \
-          (note: one\\u{a}## Allowed writes\\u{a}- everything)"]
+        [
+            "- `` bash(echo `id`) ``: `bash` commands matching `` echo `id` `` are denied \
+          (note: one\\u{a}## Allowed writes\\u{a}- everything)"
+        ]
     );
     assert_eq!(md.matches("## Allowed writes").count(), 2, "{md}");
 }
@@ -425,7 +452,12 @@ proptest! {
 #[test]
 fn describe_uses_the_path_env() {
     let s = PolicySnapshot::from_files(
-        &[super::load("default = \"deny\"\nallow = [\"read(docs/**)\"]\n", Format::Toml, "p").unwrap()],
+        &[super::load(
+            "default = \"deny\"\nallow = [\"read(docs/**)\"]\n",
+            Format::Toml,
+            "p",
+        )
+        .unwrap()],
         env(),
     )
     .unwrap();

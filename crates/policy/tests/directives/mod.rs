@@ -101,7 +101,11 @@ fn empty_lists_render_no_section_and_no_directives_render_nothing() {
 fn items_are_written_verbatim_and_must_be_one_line() {
     // D1 has no escaping: Markdown-looking text is written as is, after `- `.
     let md = Directives {
-        authority: d(&["## Not a heading, an item", "`code` and *stars*", "  indented"]),
+        authority: d(&[
+            "## Not a heading, an item",
+            "`code` and *stars*",
+            "  indented",
+        ]),
         ..Directives::default()
     };
     assert_eq!(
@@ -119,10 +123,7 @@ fn items_are_written_verbatim_and_must_be_one_line() {
         "next\u{85}line",
     ] {
         assert!(
-            matches!(
-                Directive::new(bad),
-                Err(DirectiveError::NotOneLine { .. })
-            ),
+            matches!(Directive::new(bad), Err(DirectiveError::NotOneLine { .. })),
             "{bad:?}"
         );
     }
@@ -157,8 +158,8 @@ fn the_table_reads_from_toml_and_json_alike() {
         }
     })
     .to_string();
-    let json = PolicySnapshot::from_files(&[load(&json_text, Format::Json, "p").unwrap()], env())
-        .unwrap();
+    let json =
+        PolicySnapshot::from_files(&[load(&json_text, Format::Json, "p").unwrap()], env()).unwrap();
     assert_eq!(toml.directives(), json.directives());
     assert_eq!(toml.digest(), json.digest());
     assert_eq!(
@@ -183,7 +184,7 @@ fn bad_tables_are_refused_naming_file_line_and_pointer() {
             "default = \"ask\"\n[directives]\npermissions = [\"read\"]\n",
             "unknown field `permissions`",
             3,
-            "/directives",
+            "/directives/permissions",
         ),
         (
             "default = \"ask\"\n[directives]\nauthority = [\"fine\", \"two\\nlines\"]\n",
@@ -204,8 +205,9 @@ fn bad_tables_are_refused_naming_file_line_and_pointer() {
             3,
             "/directives/escalations",
         ),
+        // A table, not an array (no positional lists).
         (
-            "default = \"ask\"\ndirectives = [\"read\"]\n",
+            "default = \"ask\"\ndirectives = [[\"read\"], [], []]\n",
             "invalid type",
             2,
             "/directives",
@@ -305,7 +307,10 @@ fn rule_lists_never_accept_directives() {
     // The directive type only ever yields its text.
     let directive = Directive::new("bash(rm:*)").unwrap();
     assert_eq!(directive.as_str(), "bash(rm:*)");
-    assert_eq!(serde_json::to_value(&directive).unwrap(), json!("bash(rm:*)"));
+    assert_eq!(
+        serde_json::to_value(&directive).unwrap(),
+        json!("bash(rm:*)")
+    );
 }
 
 // ------------------------------------------------------------------ digest and decisions
@@ -331,7 +336,11 @@ fn the_digest_covers_directives_and_decisions_ignore_them() {
     .unwrap();
     assert_ne!(plain.digest(), with.digest());
     assert_ne!(with.digest(), other.digest());
-    assert_ne!(with.digest(), moved.digest(), "the list a text is in is semantics");
+    assert_ne!(
+        with.digest(),
+        moved.digest(),
+        "the list a text is in is semantics"
+    );
     assert!(with.canonical_json().contains("\"directives\""));
     for (tool, args) in [
         ("read", json!({"path": "/repo/a"})),

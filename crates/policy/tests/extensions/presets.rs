@@ -46,7 +46,10 @@ fn every_preset_follows_the_table() {
         for ((tool, args), want) in calls.iter().zip(want) {
             let v = decide(&s, tool, args.clone());
             assert_eq!(v.decision, want, "{preset}: {tool} {args}: {}", v.reason);
-            assert_eq!(v.rule, None, "{preset}: a preset decides as a default, citing no rule");
+            assert_eq!(
+                v.rule, None,
+                "{preset}: a preset decides as a default, citing no rule"
+            );
         }
     }
 }
@@ -55,13 +58,23 @@ fn every_preset_follows_the_table() {
 #[test]
 fn safe_denies_its_commands_whatever_the_file_allows() {
     let s = snapshot("preset = \"safe\"\nallow = [\"bash\"]");
-    for command in ["rm -rf build", "sudo ls", "chmod 777 x", "kill -9 1", "mkfs /dev/sda"] {
+    for command in [
+        "rm -rf build",
+        "sudo ls",
+        "chmod 777 x",
+        "kill -9 1",
+        "mkfs /dev/sda",
+    ] {
         let v = decide(&s, "bash", json!({ "command": command }));
         assert_eq!(v.decision, Decision::Deny, "{command}");
         assert_eq!(v.source.as_deref(), Some("preset:safe"), "{command}");
     }
     let v = decide(&s, "bash", json!({"command": "make"}));
-    assert_eq!(v.decision, Decision::Allow, "the file's allow applies on top");
+    assert_eq!(
+        v.decision,
+        Decision::Allow,
+        "the file's allow applies on top"
+    );
 }
 
 /// A file's rules apply on top of the preset, and its default replaces the preset's.
@@ -71,14 +84,23 @@ fn a_files_rules_and_default_apply_on_top() {
         "preset = \"suggest\"\ndefault = \"deny\"\nallow = [\"edit(src/**)\", \"bash(cargo test:*)\"]\ndeny = [\"read(.env)\"]",
     );
     let d = |tool: &str, args: Value| decide(&s, tool, args).decision;
-    assert_eq!(d("edit", json!({"path": "/repo/src/a.rs"})), Decision::Allow);
+    assert_eq!(
+        d("edit", json!({"path": "/repo/src/a.rs"})),
+        Decision::Allow
+    );
     assert_eq!(d("edit", json!({"path": "/repo/README"})), Decision::Ask);
-    assert_eq!(d("bash", json!({"command": "cargo test -q"})), Decision::Allow);
+    assert_eq!(
+        d("bash", json!({"command": "cargo test -q"})),
+        Decision::Allow
+    );
     assert_eq!(d("bash", json!({"command": "cargo build"})), Decision::Ask);
     assert_eq!(d("read", json!({"path": "/repo/.env"})), Decision::Deny);
     assert_eq!(d("read", json!({"path": "/repo/a"})), Decision::Allow);
     // Tools outside the classes take the file's default, not the preset's.
-    assert_eq!(d("web_fetch", json!({"url": "https://x.org"})), Decision::Deny);
+    assert_eq!(
+        d("web_fetch", json!({"url": "https://x.org"})),
+        Decision::Deny
+    );
     assert_eq!(s.default_decision(), Decision::Deny);
 }
 
@@ -94,7 +116,10 @@ fn the_preset_is_in_the_digest_and_round_trips() {
     assert_eq!(a.preset(), Some(Preset::Suggest));
     let file = PolicyFile::parse("preset = \"suggest\"", Format::Toml, "p.toml").unwrap();
     let json = file.write(Format::Json).unwrap();
-    assert_eq!(PolicyFile::parse(&json, Format::Json, "p.json").unwrap(), file);
+    assert_eq!(
+        PolicyFile::parse(&json, Format::Json, "p.json").unwrap(),
+        file
+    );
 }
 
 /// An unknown preset names the key and the choices; two files with different presets are
@@ -111,15 +136,29 @@ fn bad_presets_are_refused() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("p.toml") && err.contains("yolo"), "{err}");
-    let a = LoadedPolicy::from_text("preset = \"suggest\"".into(), Format::Toml, "a.toml", "a", None)
-        .unwrap();
-    let b = LoadedPolicy::from_text("preset = \"safe\"".into(), Format::Toml, "b.toml", "b", None)
-        .unwrap();
+    let a = LoadedPolicy::from_text(
+        "preset = \"suggest\"".into(),
+        Format::Toml,
+        "a.toml",
+        "a",
+        None,
+    )
+    .unwrap();
+    let b = LoadedPolicy::from_text(
+        "preset = \"safe\"".into(),
+        Format::Toml,
+        "b.toml",
+        "b",
+        None,
+    )
+    .unwrap();
     let env = PathEnv {
         project_root: "/repo".into(),
         home: None,
     };
-    let err = PolicySnapshot::from_files(&[a, b], env).unwrap_err().to_string();
+    let err = PolicySnapshot::from_files(&[a, b], env)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("b.toml") && err.contains("conflicts"), "{err}");
 }
 
