@@ -529,11 +529,11 @@ fn append(
         };
         match store.append_journal(entry) {
             Ok(_) => {
-                // The record is durable (committed with synchronous=FULL). Skip the clean close,
-                // which switches the file back to rollback-journal mode (several more fsyncs,
-                // ~30 ms) on every hook call: the store stays in WAL mode, as after a crash,
-                // which every reader handles (docs/claude-code.md, "Journal").
-                std::mem::forget(store);
+                // The record is durable (committed with synchronous=FULL). A clean close would
+                // checkpoint and switch the file back to rollback-journal mode (several more
+                // fsyncs, ~30 ms) on every hook call; closing keeping the WAL leaves it for the
+                // next open, which every reader handles (docs/claude-code.md, "Journal").
+                store.close_keeping_wal();
                 return Ok(());
             }
             Err(EvidenceError::SequenceConflict { .. }) if attempts < 8 => continue,

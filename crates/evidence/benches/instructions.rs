@@ -7,9 +7,11 @@
 //! valgrind --tool=callgrind target/release/deps/instructions-<hash> memory 10000
 //! ```
 //!
-//! Workloads (first argument): `memory` appends N records to a `MemoryStore`; `verify` verifies
-//! them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16 pipelining
-//! appenders.
+//! Workloads (first argument, then N): `memory` appends N records to a `MemoryStore`; `verify`
+//! verifies them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16
+//! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
+//! (a third argument sets the number of appenders). The SQLite workloads also print their wall
+//! time, for a quick look without criterion.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -55,16 +57,30 @@ fn main() {
             let records = store.read_sync(&ChainId::new("mem").unwrap(), None, usize::MAX);
             verify_all(&records);
         }
-        "sqlite" => {
+        "sqlite" | "sqlite-waiting" => {
+            // Appenders: the third argument (default 16 pipelining, 128 waiting).
+            let waiting = what == "sqlite-waiting";
+            let k: usize = args
+                .next()
+                .map_or(if waiting { 128 } else { 16 }, |s| s.parse().unwrap());
             let dir = tempfile::tempdir().unwrap();
             let store = Arc::new(SqliteStore::open(dir.path().join("i.db")).unwrap());
-            let k = 16;
             let work: Vec<Vec<EvidenceAppend>> = (0..k)
                 .map(|t| workload::appends(&format!("p-{t}"), n / k))
                 .collect();
-            workload::pipelined(&store, work);
+            let start = std::time::Instant::now();
+            if waiting {
+                workload::waiting(&store, work);
+            } else {
+                workload::pipelined(&store, work);
+            }
+            let elapsed = start.elapsed();
             let (commits, records) = store.commit_stats();
-            eprintln!("{records} records in {commits} commits");
+            eprintln!(
+                "{records} records in {commits} commits ({:.1} per commit), {elapsed:?}: {:.0} records/s",
+                records as f64 / commits.max(1) as f64,
+                records as f64 / elapsed.as_secs_f64()
+            );
         }
         other => panic!("unknown workload {other}"),
     }

@@ -1094,3 +1094,108 @@ pub(crate) fn parse_canonical(text: &str) -> Option<Value> {
     let again = canonical_json(&value).ok()?;
     (again == text).then_some(value)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The fast paths against their plain definitions: the word-at-a-time escape scan, the
+    //! canonical writer's escaped copy, and the chain hash computed in two parts.
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn naive_next_escape(b: &[u8], from: usize) -> usize {
+        (from..b.len())
+            .find(|&i| b[i] == b'"' || b[i] == b'\\' || b[i] < 0x20)
+            .unwrap_or(b.len())
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        "(\\PC|[\\x00-\\x1f\"\\\\\u{7f}\u{80}\u{2028}\u{1F600}]){0,80}"
+    }
+
+    fn config() -> ProptestConfig {
+        ProptestConfig::with_cases(if std::env::var_os("CI").is_some() {
+            64
+        } else {
+            512
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn the_word_scan_finds_what_the_byte_scan_finds(s in text(), from in 0usize..90) {
+            let b = s.as_bytes();
+            let from = from.min(b.len());
+            prop_assert_eq!(next_escape(b, from), naive_next_escape(b, from));
+        }
+
+        #[test]
+        fn strings_are_written_as_the_contracts_write_them(s in text()) {
+            let mut out = String::new();
+            write_str(&mut out, &s);
+            prop_assert_eq!(out, canonical::to_canonical_string(&Value::String(s)).unwrap());
+        }
+
+        #[test]
+        fn the_escaped_copy_is_the_canonical_text_as_a_json_string(
+            keys in prop::collection::vec(text(), 0..5),
+            values in prop::collection::vec(text(), 0..5),
+            n in any::<i64>(),
+        ) {
+            let mut map = serde_json::Map::new();
+            for (k, v) in keys.iter().zip(&values) {
+                map.insert(k.clone(), json!([v, n % (1 << 50), {"k": v, "b": true}]));
+            }
+            let value = Value::Object(map);
+            let mut escaped = String::new();
+            let text = canonical_json_escaped(&value, &mut escaped).unwrap();
+            prop_assert_eq!(&text, &canonical::to_canonical_string(&value).unwrap());
+            let mut quoted = String::new();
+            write_str(&mut quoted, &text);
+            prop_assert_eq!(format!("\"{escaped}\""), quoted);
+        }
+
+        #[test]
+        fn the_two_part_chain_hash_is_the_hash_of_the_whole_input(
+            chain in "[a-z0-9-]{1,20}",
+            op in proptest::option::of("[!-~]{1,20}"),
+            policy_id in text().prop_filter("non-empty", |s| !s.is_empty()),
+            policy_version in text().prop_filter("non-empty", |s| !s.is_empty()),
+            label in text(),
+            sequence in 0u64..3,
+            created_at in 0u64..(1 << 53),
+        ) {
+            let chain_id = ChainId::new(chain).unwrap();
+            let operation_id = op.map(|o| OperationId::new(o).unwrap());
+            let supersedes = (sequence == 2).then(|| record_id_for(Family::Evidence, &chain_id, 1).unwrap());
+            let a = AppendFields {
+                family: Family::Evidence,
+                record_type: "gate_evaluated",
+                chain_id: &chain_id,
+                operation_id: operation_id.as_ref(),
+                expected_sequence: sequence,
+                policy_id: &policy_id,
+                policy_version: &policy_version,
+                supersedes_record_id: supersedes.as_ref(),
+                created_at: Timestamp(created_at),
+            };
+            let payload = json!({"label": label, "n": 1, "nested": {"s": label}});
+            let mut prepared = Prepared::new(&a, &payload).unwrap();
+            let head = (sequence > 0).then(|| ChainHead {
+                chain_id: chain_id.clone(),
+                sequence: sequence - 1,
+                chain_hash: Digest::of_bytes(b"previous"),
+            });
+            let seal = seal_on(&a, Ok(&mut prepared), head.as_ref()).unwrap();
+            let fields = seal.fields(&a, &prepared);
+            prop_assert_eq!(prepared.json.as_str(), canonical::to_canonical_string(&payload).unwrap());
+            prop_assert_eq!(seal.chain_hash.clone(), Digest::of_bytes(hash_input(&fields).as_bytes()));
+            prop_assert_eq!(prepared.digest.to_digest(), Digest::of_bytes(prepared.json.as_bytes()));
+        }
+    }
+}

@@ -18,14 +18,15 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{CachedStatement, Connection, OpenFlags, OptionalExtension, Row, params};
 use tokio::sync::oneshot;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
@@ -243,11 +244,13 @@ impl JobOp {
     }
 }
 
-/// Group-commit counters.
+/// What the store and its writer thread share: group-commit counters and how to close.
 #[derive(Debug, Default)]
 struct Stats {
     commits: AtomicU64,
     records: AtomicU64,
+    /// Close without checkpointing the WAL ([`SqliteStore::close_keeping_wal`]).
+    keep_wal: AtomicBool,
 }
 
 struct Job {
@@ -350,11 +353,7 @@ impl SqliteStore {
                 message: format!("cannot enable WAL (journal mode is {mode})"),
             });
         }
-        let sync = match options.synchronous {
-            Synchronous::Full => "FULL",
-            Synchronous::Normal => "NORMAL",
-        };
-        conn.pragma_update(None, "synchronous", sync)
+        conn.pragma_update(None, "synchronous", synchronous_name(options.synchronous))
             .map_err(|e| Error::sqlite(&path, &e))?;
         if !initialized {
             let script = format!(
@@ -375,17 +374,25 @@ impl SqliteStore {
             .map_err(|e| Error::sqlite(&path, &e))?;
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Stats::default());
-        let mut writer = Writer {
+        // The writer never checkpoints on its own commits: a background connection does
+        // (`Checkpointer`), so a commit costs the WAL write and its fsync only.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        let writer = Writer {
             conn,
             stats: stats.clone(),
             path: path.clone(),
+            options: options.clone(),
             evidence: HashMap::new(),
             journals: HashMap::new(),
+            last_group: 1,
+            commit_time: Duration::ZERO,
+            wal_pages: 0,
+            checkpointer: None,
         };
-        let max_batch = options.max_batch.max(1);
         let handle = std::thread::Builder::new()
             .name("warden-evidence-writer".into())
-            .spawn(move || writer.run(&receiver, max_batch))
+            .spawn(move || writer.run(&receiver))
             .map_err(|e| Error::Io {
                 path: path.clone(),
                 message: format!("cannot start the writer thread: {e}"),
@@ -490,10 +497,31 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Closes the store cleanly, as dropping it does: waits for the queued appends, checkpoints
+    /// the WAL into the database and switches the file back to rollback-journal mode, so a
+    /// read-only open needs (and creates) no `-wal`/`-shm` files.
+    pub fn close(self) {
+        drop(self);
+    }
+
+    /// Closes the store without checkpointing its WAL: waits for the queued appends (each was
+    /// answered only once durable in the WAL), then closes the connections and leaves the
+    /// `-wal` and `-shm` files for the next open, exactly as a crash after the last commit
+    /// would. Safe with WAL: every reader (the read-only [`SqliteReader`] included) reads
+    /// committed records from the WAL, and the next writer checkpoints them. For a short-lived
+    /// process that appends a few records (the Claude Code hook), this skips the checkpoint's
+    /// fsyncs and the journal-mode switch of a clean close.
+    pub fn close_keeping_wal(self) {
+        self.stats.keep_wal.store(true, Ordering::Relaxed);
+        drop(self);
+    }
+}
+
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // Close the reader first: the writer switches the file back to rollback mode on exit,
-        // which needs it to be the last connection.
+        // Close the reader first: the writer closes last (checkpointing, or not, as the last
+        // connection).
         drop(lock(&self.reader).take());
         drop(lock(&self.sender).take());
         if let Some(handle) = lock(&self.writer).take() {
@@ -1119,26 +1147,198 @@ struct Writer {
     conn: Connection,
     stats: Arc<Stats>,
     path: PathBuf,
+    options: SqliteOptions,
     evidence: HashMap<ChainId, ChainTracker>,
     journals: HashMap<ChainId, ChainTracker>,
+    /// How many appends the last group commit took: appenders that each wait for their receipt
+    /// come back together, and the next group waits a moment for them.
+    last_group: usize,
+    /// A moving average of how long a commit (the WAL write and its fsync) takes.
+    commit_time: Duration,
+    /// WAL pages written since the last checkpoint (an estimate).
+    wal_pages: u64,
+    checkpointer: Option<Checkpointer>,
+}
+
+/// The longest a group commit waits for the appenders of the previous group to come back.
+const MAX_GATHER: Duration = Duration::from_millis(2);
+/// WAL pages between checkpoints (SQLite's own default for its automatic checkpoints).
+const CHECKPOINT_PAGES: u64 = 1000;
+
+/// Pulls the appends of one group commit from the queue: whatever is queued, up to
+/// `max_batch`; while fewer than the last group have come, it waits for more until a deadline
+/// (at most half a commit, at most [`MAX_GATHER`]). A lone appender never waits: its last group
+/// was itself.
+struct Group<'a> {
+    receiver: &'a mpsc::Receiver<Job>,
+    first: Option<Job>,
+    taken: usize,
+    max: usize,
+    target: usize,
+    deadline: Instant,
+}
+
+impl Iterator for Group<'_> {
+    type Item = Job;
+
+    fn next(&mut self) -> Option<Job> {
+        if self.taken >= self.max {
+            return None;
+        }
+        let job = match self.first.take() {
+            Some(job) => Some(job),
+            None => match self.receiver.try_recv() {
+                Ok(job) => Some(job),
+                Err(_) if self.taken < self.target => {
+                    let now = Instant::now();
+                    if now >= self.deadline {
+                        None
+                    } else {
+                        self.receiver.recv_timeout(self.deadline - now).ok()
+                    }
+                }
+                Err(_) => None,
+            },
+        };
+        self.taken += usize::from(job.is_some());
+        job
+    }
+}
+
+/// The insert statements of one transaction, prepared once for all its appends.
+struct Statements<'c> {
+    conn: &'c Connection,
+    records: Option<CachedStatement<'c>>,
+    journal: Option<CachedStatement<'c>>,
+}
+
+impl<'c> Statements<'c> {
+    fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            records: None,
+            journal: None,
+        }
+    }
+
+    fn insert(
+        &mut self,
+        family: Family,
+        f: &record::Fields<'_>,
+        chain_hash: &str,
+    ) -> rusqlite::Result<usize> {
+        let conn = self.conn;
+        let (slot, sql) = match family {
+            Family::Evidence => (&mut self.records, INSERT_RECORD),
+            Family::Journal => (&mut self.journal, INSERT_JOURNAL),
+        };
+        let stmt = match slot {
+            Some(stmt) => stmt,
+            None => slot.insert(conn.prepare_cached(sql)?),
+        };
+        stmt.execute(params![
+            f.record_id,
+            f.record_type,
+            f.chain_id,
+            f.operation_id,
+            seq_i64(f.sequence),
+            f.policy_id,
+            f.policy_version,
+            f.payload_json,
+            f.payload_digest,
+            f.previous_chain_hash,
+            chain_hash,
+            f.supersedes_record_id,
+            seq_i64(f.created_at),
+            f.hash_algorithm,
+        ])
+    }
+}
+
+/// Checkpoints the WAL from its own connection and thread (`PRAGMA wal_checkpoint(PASSIVE)`:
+/// it copies committed pages into the database without blocking the writer), so no commit
+/// waits for a checkpoint.
+struct Checkpointer {
+    signal: mpsc::SyncSender<()>,
+    handle: JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path, options: &SqliteOptions) -> Result<Self, String> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| e.to_string())?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| e.to_string())?;
+        // The checkpoint syncs the WAL before copying and the database after, as the store's
+        // own setting says.
+        conn.pragma_update(None, "synchronous", synchronous_name(options.synchronous))
+            .map_err(|e| e.to_string())?;
+        let (signal, wake) = mpsc::sync_channel::<()>(1);
+        let store = path.to_owned();
+        let handle = std::thread::Builder::new()
+            .name("warden-evidence-checkpoint".into())
+            .spawn(move || {
+                while wake.recv().is_ok() {
+                    if let Err(e) = passive_checkpoint(&conn) {
+                        tracing::warn!(store = %store.display(), error = %e, "evidence checkpoint failed");
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Self { signal, handle })
+    }
+
+    fn stop(self) {
+        drop(self.signal);
+        let _ = self.handle.join();
+    }
+}
+
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+}
+
+fn synchronous_name(s: Synchronous) -> &'static str {
+    match s {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    }
 }
 
 impl Writer {
-    fn run(&mut self, receiver: &mpsc::Receiver<Job>, max_batch: usize) {
+    fn run(mut self, receiver: &mpsc::Receiver<Job>) {
+        let max = self.options.max_batch.max(1);
         while let Ok(first) = receiver.recv() {
-            let mut batch = vec![first];
-            while batch.len() < max_batch {
-                match receiver.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            self.commit_batch(batch);
+            let window = (self.commit_time / 2).min(MAX_GATHER);
+            let mut group = Group {
+                receiver,
+                first: Some(first),
+                taken: 0,
+                max,
+                target: self.last_group.min(max),
+                deadline: Instant::now() + window,
+            };
+            self.commit_group(&mut group);
+            self.last_group = group.taken.max(1);
         }
         self.close();
     }
 
-    fn close(&mut self) {
+    fn close(mut self) {
+        if let Some(checkpointer) = self.checkpointer.take() {
+            checkpointer.stop();
+        }
+        if self.stats.keep_wal.load(Ordering::Relaxed) {
+            // The last connection would checkpoint and delete the WAL when it closes: not this
+            // one.
+            let _ = self
+                .conn
+                .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+            return;
+        }
         // Leave a cleanly closed store in rollback-journal mode, so read-only opens need (and
         // create) no -wal/-shm files. Fails harmlessly while another connection is open.
         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
@@ -1147,46 +1347,55 @@ impl Writer {
             .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0));
     }
 
-    fn commit_batch(&mut self, batch: Vec<Job>) {
-        let (ops, replies): (Vec<JobOp>, Vec<_>) =
-            batch.into_iter().map(|job| (job.op, job.reply)).unzip();
-        let mut results: Vec<Result<AppendReceipt, EvidenceError>> = Vec::with_capacity(ops.len());
-        let mut touched_evidence: HashSet<ChainId> = HashSet::new();
-        let mut touched_journal: HashSet<ChainId> = HashSet::new();
+    /// One group commit: every append of the group inside one `BEGIN IMMEDIATE` transaction,
+    /// one `COMMIT` (one fsync of the WAL), then every receipt.
+    fn commit_group(&mut self, jobs: &mut Group<'_>) {
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let err = unavailable(format!("sqlite: cannot begin: {e}"));
-            for reply in replies {
-                let _ = reply.send(Err(err.clone()));
+            for job in jobs {
+                let _ = job.reply.send(Err(err.clone()));
             }
             return;
         }
+        let mut replies = Vec::new();
+        let mut results: Vec<Result<AppendReceipt, EvidenceError>> = Vec::new();
+        let mut touched_evidence: HashSet<ChainId> = HashSet::new();
+        let mut touched_journal: HashSet<ChainId> = HashSet::new();
         let first_use = |touched: &mut HashSet<ChainId>, chain: &ChainId| {
             !touched.contains(chain) && touched.insert(chain.clone())
         };
         let mut fatal: Option<EvidenceError> = None;
-        let t0 = std::time::Instant::now();
-        let n = ops.len();
-        for op in ops {
-            let r = match op {
-                JobOp::Evidence(entry, prepared) => {
-                    let fresh = first_use(&mut touched_evidence, &entry.chain_id);
-                    self.append_evidence(&entry, prepared, fresh)
-                }
-                JobOp::Journal(entry, prepared) => {
-                    let fresh = first_use(&mut touched_journal, &entry.chain_id);
-                    self.append_journal(&entry, prepared, fresh)
-                }
-            };
-            match r {
-                Ok(receipt) => results.push(Ok(receipt)),
-                Err(Step::Refused(e)) => results.push(Err(e)),
-                Err(Step::Fatal(e)) => {
-                    fatal = Some(e);
-                    break;
+        {
+            let mut statements = Statements::new(&self.conn);
+            for job in jobs {
+                let r = match job.op {
+                    JobOp::Evidence(entry, prepared) => {
+                        let fresh = first_use(&mut touched_evidence, &entry.chain_id);
+                        append_evidence(
+                            &mut statements,
+                            &mut self.evidence,
+                            &entry,
+                            prepared,
+                            fresh,
+                        )
+                    }
+                    JobOp::Journal(entry, prepared) => {
+                        let fresh = first_use(&mut touched_journal, &entry.chain_id);
+                        append_journal(&mut statements, &mut self.journals, &entry, prepared, fresh)
+                    }
+                };
+                replies.push(job.reply);
+                match r {
+                    Ok(receipt) => results.push(Ok(receipt)),
+                    Err(Step::Refused(e)) => results.push(Err(e)),
+                    Err(Step::Fatal(e)) => {
+                        fatal = Some(e);
+                        break;
+                    }
                 }
             }
         }
-        let t1 = std::time::Instant::now();
+        let started = Instant::now();
         let committed = match fatal {
             Some(e) => Err(e),
             None => fault::point("store.before_commit")
@@ -1212,11 +1421,9 @@ impl Writer {
             }
             return;
         }
-        if std::env::var_os("EVTIME").is_some() {
-            eprintln!("batch {n}: inserts {:?} commit {:?}", t1 - t0, t1.elapsed());
-        }
-        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.commit_time = (self.commit_time * 7 + started.elapsed()) / 8;
         let ok = results.iter().filter(|r| r.is_ok()).count() as u64;
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats.records.fetch_add(ok, Ordering::Relaxed);
         let _ = fault::point("store.after_commit");
         let mut results = results.into_iter();
@@ -1226,144 +1433,164 @@ impl Writer {
                 .unwrap_or_else(|| Err(unavailable("internal: missing result")));
             let _ = reply.send(r);
         }
+        // A record takes about a third of a page in the table and its three indexes; each
+        // commit rewrites a few partly filled pages.
+        self.wal_pages += ok / 3 + 8;
+        if self.wal_pages >= CHECKPOINT_PAGES {
+            self.wal_pages = 0;
+            self.checkpoint();
+        }
     }
 
-    /// The chain's tracker, brought up to date with the database (another process may have
-    /// appended) when `fresh` (first use in this transaction).
-    fn tracker<'a>(
-        conn: &Connection,
-        trackers: &'a mut HashMap<ChainId, ChainTracker>,
-        family: Family,
-        chain: &ChainId,
-        fresh: bool,
-    ) -> Result<&'a mut ChainTracker, Step> {
-        let table = match family {
-            Family::Evidence => "records",
-            Family::Journal => "journal",
-        };
-        if fresh || !trackers.contains_key(chain) {
-            let db_head = head_of(conn, table, chain).map_err(Step::Fatal)?;
-            let cached: Option<Option<ChainHead>> = trackers.get(chain).map(|t| t.head().cloned());
-            if cached.as_ref() != Some(&db_head) {
-                // Catch up from the cached head when the database only grew past it; otherwise
-                // (first use, or a head we do not recognize) replay the whole chain.
-                let grew = matches!((cached.flatten(), &db_head), (Some(c), Some(d)) if c.sequence < d.sequence);
-                if !grew {
-                    trackers.insert(chain.clone(), ChainTracker::new(family, chain.clone()));
-                }
-                let tracker = trackers
-                    .get_mut(chain)
-                    .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))?;
-                let after = tracker.head().map(|h| h.sequence);
-                let mut failure = None;
-                let mut feed = |item: Result<(), FailureDetail>| match item {
-                    Ok(()) => true,
-                    Err(f) => {
-                        failure = Some(f);
-                        false
-                    }
-                };
-                match family {
-                    Family::Evidence => {
-                        for_each_row(conn, table, chain, after, usize::MAX, to_evidence, |r| {
-                            feed(r.and_then(|r| tracker.push(&r)))
-                        })
-                    }
-                    Family::Journal => {
-                        for_each_row(conn, table, chain, after, usize::MAX, to_journal, |r| {
-                            feed(r.and_then(|r| r.push_to(tracker)))
-                        })
-                    }
-                }
-                .map_err(Step::Fatal)?;
-                if let Some(f) = failure {
-                    trackers.remove(chain);
-                    return Err(Step::Refused(unavailable(format!(
-                        "chain {chain} fails verification at sequence {}: {}: {}; appends are refused",
-                        f.sequence.map_or_else(|| "?".to_owned(), |s| s.to_string()),
-                        crate::failure_code_str(f.code),
-                        f.detail
-                    ))));
+    /// Asks the checkpointer for a checkpoint (started on first use; if it cannot start, the
+    /// writer checkpoints itself, so the WAL never grows without bound).
+    fn checkpoint(&mut self) {
+        if self.checkpointer.is_none() {
+            match Checkpointer::start(&self.path, &self.options) {
+                Ok(c) => self.checkpointer = Some(c),
+                Err(e) => {
+                    tracing::warn!(store = %self.path.display(), error = %e, "no background checkpointer; checkpointing inline");
                 }
             }
         }
-        trackers
-            .get_mut(chain)
-            .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))
-    }
-
-    fn append_evidence(
-        &mut self,
-        entry: &EvidenceAppend,
-        prepared: PreparedEvidence,
-        fresh: bool,
-    ) -> Result<AppendReceipt, Step> {
-        let conn = &self.conn;
-        let tracker = Self::tracker(
-            conn,
-            &mut self.evidence,
-            Family::Evidence,
-            &entry.chain_id,
-            fresh,
-        )?;
-        let a = AppendFields::evidence(entry);
-        let mut prepared = prepared;
-        let seal = record::seal_on(
-            &a,
-            prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
-            tracker.head(),
-        )
-        .map_err(Step::Refused)?;
-        let (payload, parsed) = prepared.map_err(Step::Refused)?;
-        let view = View {
-            fields: seal.fields(&a, &payload),
-            record_type: entry.record_type,
-            operation_id: entry.operation_id.as_ref(),
-            supersedes_record_id: entry.supersedes_record_id.as_ref(),
-        };
-        let index = store::index_entries(&parsed);
-        let pending = tracker
-            .check_sealed(&view, parsed)
-            .map_err(|f| Step::Refused(store::refused(&f)))?;
-        let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
-        if !index.is_empty() {
-            insert_index_entries(conn, &index, &entry.chain_id, &view)?;
+        match &self.checkpointer {
+            // A checkpoint already pending covers this one too.
+            Some(c) => {
+                let _ = c.signal.try_send(());
+            }
+            None => {
+                if let Err(e) = passive_checkpoint(&self.conn) {
+                    tracing::warn!(store = %self.path.display(), error = %e, "evidence checkpoint failed");
+                }
+            }
         }
-        insert_row(conn, INSERT_RECORD, &view.fields, seal.chain_hash.as_str())
-            .map_err(|e| Step::Fatal(db(&e)))?;
-        tracker.apply(&view, &seal.chain_hash, pending);
-        Ok(receipt)
     }
+}
 
-    fn append_journal(
-        &mut self,
-        entry: &JournalAppend,
-        prepared: Result<Prepared, EvidenceError>,
-        fresh: bool,
-    ) -> Result<AppendReceipt, Step> {
-        let conn = &self.conn;
-        let tracker = Self::tracker(
-            conn,
-            &mut self.journals,
-            Family::Journal,
-            &entry.chain_id,
-            fresh,
-        )?;
-        let a = entry.fields();
-        let mut prepared = prepared;
-        let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), tracker.head())
-            .map_err(Step::Refused)?;
-        let payload = prepared.map_err(Step::Refused)?;
-        let fields = seal.fields(&a, &payload);
-        tracker
-            .check_sealed_journal(&fields)
-            .map_err(|f| Step::Refused(store::refused(&f)))?;
-        let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
-        insert_row(conn, INSERT_JOURNAL, &fields, seal.chain_hash.as_str())
-            .map_err(|e| Step::Fatal(db(&e)))?;
-        tracker.accept_sealed_journal(&fields, &seal.chain_hash);
-        Ok(receipt)
+/// The chain's tracker, brought up to date with the database (another process may have
+/// appended) when `fresh` (first use in this transaction).
+fn tracker<'a>(
+    conn: &Connection,
+    trackers: &'a mut HashMap<ChainId, ChainTracker>,
+    family: Family,
+    chain: &ChainId,
+    fresh: bool,
+) -> Result<&'a mut ChainTracker, Step> {
+    let table = table_of(family);
+    if fresh || !trackers.contains_key(chain) {
+        let db_head = head_of(conn, table, chain).map_err(Step::Fatal)?;
+        let cached: Option<Option<ChainHead>> = trackers.get(chain).map(|t| t.head().cloned());
+        if cached.as_ref() != Some(&db_head) {
+            // Catch up from the cached head when the database only grew past it; otherwise
+            // (first use, or a head we do not recognize) replay the whole chain.
+            let grew = matches!((cached.flatten(), &db_head), (Some(c), Some(d)) if c.sequence < d.sequence);
+            if !grew {
+                trackers.insert(chain.clone(), ChainTracker::new(family, chain.clone()));
+            }
+            let tracker = trackers
+                .get_mut(chain)
+                .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))?;
+            let after = tracker.head().map(|h| h.sequence);
+            let mut failure = None;
+            let mut feed = |item: Result<(), FailureDetail>| match item {
+                Ok(()) => true,
+                Err(f) => {
+                    failure = Some(f);
+                    false
+                }
+            };
+            match family {
+                Family::Evidence => {
+                    for_each_row(conn, table, chain, after, usize::MAX, to_evidence, |r| {
+                        feed(r.and_then(|r| tracker.push(&r)))
+                    })
+                }
+                Family::Journal => {
+                    for_each_row(conn, table, chain, after, usize::MAX, to_journal, |r| {
+                        feed(r.and_then(|r| r.push_to(tracker)))
+                    })
+                }
+            }
+            .map_err(Step::Fatal)?;
+            if let Some(f) = failure {
+                trackers.remove(chain);
+                return Err(Step::Refused(unavailable(format!(
+                    "chain {chain} fails verification at sequence {}: {}: {}; appends are refused",
+                    f.sequence.map_or_else(|| "?".to_owned(), |s| s.to_string()),
+                    crate::failure_code_str(f.code),
+                    f.detail
+                ))));
+            }
+        }
     }
+    trackers
+        .get_mut(chain)
+        .ok_or_else(|| Step::Fatal(unavailable("internal: tracker missing")))
+}
+
+fn append_evidence(
+    statements: &mut Statements<'_>,
+    trackers: &mut HashMap<ChainId, ChainTracker>,
+    entry: &EvidenceAppend,
+    prepared: PreparedEvidence,
+    fresh: bool,
+) -> Result<AppendReceipt, Step> {
+    let conn = statements.conn;
+    let tracker = tracker(conn, trackers, Family::Evidence, &entry.chain_id, fresh)?;
+    let a = AppendFields::evidence(entry);
+    let mut prepared = prepared;
+    let seal = record::seal_on(
+        &a,
+        prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
+        tracker.head(),
+    )
+    .map_err(Step::Refused)?;
+    let (payload, parsed) = prepared.map_err(Step::Refused)?;
+    let view = View {
+        fields: seal.fields(&a, &payload),
+        record_type: entry.record_type,
+        operation_id: entry.operation_id.as_ref(),
+        supersedes_record_id: entry.supersedes_record_id.as_ref(),
+    };
+    let index = store::index_entries(&parsed);
+    let pending = tracker
+        .check_sealed(&view, parsed)
+        .map_err(|f| Step::Refused(store::refused(&f)))?;
+    let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
+    if !index.is_empty() {
+        insert_index_entries(conn, &index, &entry.chain_id, &view)?;
+    }
+    statements
+        .insert(Family::Evidence, &view.fields, seal.chain_hash.as_str())
+        .map_err(|e| Step::Fatal(db(&e)))?;
+    tracker.apply(&view, &seal.chain_hash, pending);
+    Ok(receipt)
+}
+
+fn append_journal(
+    statements: &mut Statements<'_>,
+    trackers: &mut HashMap<ChainId, ChainTracker>,
+    entry: &JournalAppend,
+    prepared: Result<Prepared, EvidenceError>,
+    fresh: bool,
+) -> Result<AppendReceipt, Step> {
+    let conn = statements.conn;
+    let tracker = tracker(conn, trackers, Family::Journal, &entry.chain_id, fresh)?;
+    let a = entry.fields();
+    let mut prepared = prepared;
+    let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), tracker.head())
+        .map_err(Step::Refused)?;
+    let payload = prepared.map_err(Step::Refused)?;
+    let fields = seal.fields(&a, &payload);
+    tracker
+        .check_sealed_journal(&fields)
+        .map_err(|f| Step::Refused(store::refused(&f)))?;
+    let receipt = seal.receipt(&entry.chain_id, seal.record_id().map_err(Step::Refused)?);
+    statements
+        .insert(Family::Journal, &fields, seal.chain_hash.as_str())
+        .map_err(|e| Step::Fatal(db(&e)))?;
+    tracker.accept_sealed_journal(&fields, &seal.chain_hash);
+    Ok(receipt)
 }
 
 /// Writes the durable indexes an `operation_started` record carries (in its transaction),
@@ -1426,29 +1653,4 @@ enum Step {
 
 fn seq_i64(s: u64) -> i64 {
     i64::try_from(s).unwrap_or(i64::MAX)
-}
-
-fn insert_row(
-    conn: &Connection,
-    sql: &'static str,
-    f: &record::Fields<'_>,
-    chain_hash: &str,
-) -> rusqlite::Result<usize> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    stmt.execute(params![
-        f.record_id,
-        f.record_type,
-        f.chain_id,
-        f.operation_id,
-        seq_i64(f.sequence),
-        f.policy_id,
-        f.policy_version,
-        f.payload_json,
-        f.payload_digest,
-        f.previous_chain_hash,
-        chain_hash,
-        f.supersedes_record_id,
-        seq_i64(f.created_at),
-        f.hash_algorithm,
-    ])
 }

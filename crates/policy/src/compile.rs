@@ -24,6 +24,7 @@ use crate::file::{LoadedPolicy, RuleList};
 use crate::guard::GuardSet;
 use crate::hints::HintRules;
 use crate::matcher::{PathEnv, Pattern};
+use crate::mode::Mode;
 use crate::preset::Preset;
 use crate::receipt::Approvers;
 use crate::rule::Rule;
@@ -93,6 +94,7 @@ pub struct PolicyBuilder {
     approvers: Approvers,
     preset: Option<(Preset, Location)>,
     hints: Option<HintRules>,
+    modes: Vec<Mode>,
     /// Programmable permissions declared (`crate::permission`): listed and digested.
     pub(crate) permissions: Vec<crate::permission::PermissionInfo>,
 }
@@ -125,8 +127,18 @@ impl PolicyBuilder {
             approvers: Approvers::new(),
             preset: None,
             hints: None,
+            modes: Vec::new(),
             permissions: Vec::new(),
         }
+    }
+
+    /// Adds an operating mode ([`crate::mode`]); every mode added applies (they only narrow).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        if !self.modes.contains(&mode) {
+            self.modes.push(mode);
+            self.modes.sort_unstable();
+        }
+        self
     }
 
     /// Adds hint rules ([`crate::hints`]); with several calls (or files) each rule takes the
@@ -273,6 +285,11 @@ impl PolicyBuilder {
         }
         if let Some(d) = f.default {
             self = self.default(d);
+        }
+        if let Some(m) = &f.modes {
+            for mode in &m.active {
+                self = self.mode(*mode);
+            }
         }
         if let Some(h) = &f.hints {
             self = self.hints(h.clone());
@@ -613,6 +630,7 @@ pub struct PolicySnapshot {
     pub(crate) default_reasons: FxHashMap<String, Arc<str>>,
     pub(crate) preset: Option<Preset>,
     pub(crate) hints: HintRules,
+    pub(crate) modes: Vec<Mode>,
     /// The declarations it was built from, so a grant can rebuild it changed.
     pub(crate) declared: Arc<PolicyBuilder>,
     /// Programmable permissions declared (`crate::permission`), in registration order.
@@ -661,6 +679,10 @@ impl PolicySnapshot {
     /// The default decision.
     pub fn default_decision(&self) -> Decision {
         self.default
+    }
+    /// The operating modes in force.
+    pub fn modes(&self) -> &[Mode] {
+        &self.modes
     }
     /// The preset the policy starts from, if any.
     pub fn preset(&self) -> Option<Preset> {
@@ -863,6 +885,7 @@ impl Compiler {
             sources,
             preset: b.preset.as_ref().map(|(p, _)| *p),
             hints: b.hints.clone().unwrap_or_default(),
+            modes: b.modes.clone(),
             declared: Arc::new(PolicyBuilder::new()),
             default_reasons: rules
                 .iter()
@@ -1064,5 +1087,6 @@ fn canonical_form(
         "approvers": b.approvers.canonical(),
         "preset": b.preset.as_ref().map(|(p, _)| p.name()),
         "hints": b.hints.clone().unwrap_or_default(),
+        "modes": b.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
     })
 }

@@ -43,7 +43,9 @@ use warden_contracts::PolicySnapshotRef;
 
 use crate::compile::{CompiledRule, PolicySnapshot};
 use crate::decl::{Decision, ListKind};
+use crate::hints::{HintRules, Hints};
 use crate::matcher::MatcherKind;
+use crate::permission::{PermissionInfo, PermissionKind};
 use crate::preset::ToolClass;
 
 /// What a model may do under a policy, as the engine enforces it (seed 004's authorization
@@ -69,6 +71,11 @@ pub struct AuthorizationBoundary {
     pub required_approvals: Vec<Limit>,
     /// Declared approver classes whose signed receipts can answer an approval.
     pub approvers: Vec<String>,
+    /// The hint rules, which decide calls no rule decides, before the preset and the default.
+    pub hint_rules: HintRules,
+    /// Programmable permissions, in registration order: code that may deny (deny and decide
+    /// kinds) what the grants above claim, or allow (allow and decide kinds) more.
+    pub permissions: Vec<PermissionInfo>,
 }
 
 /// A class of tool calls, as the default and presets see them.
@@ -81,11 +88,17 @@ pub enum CallClass {
     Writes,
     /// `bash` commands.
     Commands,
-    /// `bash` commands the shell splitter classifies as read-only (listed only when a preset
-    /// answers them differently from other commands).
+    /// `bash` commands the shell splitter classifies as read-only (listed only when they are
+    /// answered differently from other commands).
     ReadOnlyCommands,
+    /// `web_fetch` (listed only when it is answered differently from other tools: hint rules
+    /// see it as read-only and open-world).
+    Fetches,
     /// Every other tool.
     OtherTools,
+    /// Tools of the MCP servers whose declared hints hint rules believe (`trust_mcp`); listed
+    /// only as a grant, when a hint rule allows.
+    TrustedMcpTools,
 }
 
 impl CallClass {
@@ -96,7 +109,8 @@ impl CallClass {
             CallClass::Reads => &["read", "list", "grep", "glob"],
             CallClass::Writes => &["edit", "write"],
             CallClass::Commands | CallClass::ReadOnlyCommands => &["bash"],
-            CallClass::OtherTools => &[],
+            CallClass::Fetches => &["web_fetch"],
+            CallClass::OtherTools | CallClass::TrustedMcpTools => &[],
         }
     }
 
@@ -106,7 +120,9 @@ impl CallClass {
             CallClass::Writes => (Some(ToolClass::Edit), false),
             CallClass::Commands => (Some(ToolClass::Execute), false),
             CallClass::ReadOnlyCommands => (Some(ToolClass::Execute), true),
-            CallClass::OtherTools => (None, false),
+            CallClass::Fetches | CallClass::OtherTools | CallClass::TrustedMcpTools => {
+                (None, false)
+            }
         }
     }
 
@@ -116,7 +132,9 @@ impl CallClass {
             CallClass::Writes => "writes (`edit`, `write`)",
             CallClass::Commands => "commands (`bash`)",
             CallClass::ReadOnlyCommands => "read-only commands (`bash`)",
+            CallClass::Fetches => "fetches (`web_fetch`)",
             CallClass::OtherTools => "every other tool",
+            CallClass::TrustedMcpTools => "tools of trusted MCP servers",
         }
     }
 }
@@ -128,7 +146,8 @@ pub struct Fallback {
     pub class: CallClass,
     /// The decision.
     pub decision: Decision,
-    /// What decides: `default`, or the preset's source name (`preset:suggest`).
+    /// What decides: a hint rule (`hint:read-only`, `hint:destructive`, `hint:open-world`), the
+    /// preset's source name (`preset:suggest`) or `default`, in the engine's order.
     pub by: String,
 }
 
@@ -159,6 +178,9 @@ pub struct Limit {
     pub rule: RuleRef,
     /// The carve-outs that cancel it where they match (`read(!.env.example)`).
     pub carved_out: Vec<String>,
+    /// A bare ask rule (or a tool-name glob): a call that runs confined (containment the backend
+    /// proves) is allowed instead of asked about.
+    pub confined_allows: bool,
 }
 
 /// What a grant covers.
@@ -171,9 +193,10 @@ pub enum GrantScope {
     Undecided {
         /// The class.
         class: CallClass,
-        /// Its tools that no bare deny or ask rule takes away (empty for `other_tools`).
+        /// Its tools that no bare deny or ask rule takes away (empty for `other_tools`; the
+        /// trusted servers' `server__*` for `trusted_mcp_tools`).
         tools: Vec<String>,
-        /// `default` or the preset's source name.
+        /// As [`Fallback::by`]; `hints` for `trusted_mcp_tools`.
         by: String,
     },
 }
@@ -219,6 +242,8 @@ enum Tools<'a> {
     Other,
     /// Any tool at all.
     Any,
+    /// Tools of these MCP servers (`server__…`).
+    Servers(&'a [String]),
 }
 
 impl Tools<'_> {
@@ -228,6 +253,9 @@ impl Tools<'_> {
             Tools::Class(ts) => ts.contains(&tool),
             Tools::Other => ToolClass::of(tool).is_none(),
             Tools::Any => true,
+            Tools::Servers(servers) => tool
+                .split_once("__")
+                .is_some_and(|(server, _)| servers.iter().any(|s| s == server)),
         }
     }
 
@@ -236,7 +264,7 @@ impl Tools<'_> {
         match (&rule.tool_glob, self) {
             (Some(g), Tools::One(t)) => g.matches(t),
             (Some(g), Tools::Class(ts)) => ts.iter().any(|t| g.matches(t)),
-            (Some(_), Tools::Other | Tools::Any) => true,
+            (Some(_), Tools::Other | Tools::Any | Tools::Servers(_)) => true,
             (None, _) => self.covers(rule.rule.tool()),
         }
     }
@@ -279,6 +307,9 @@ impl PolicySnapshot {
                 _ => external.push(grant),
             }
         }
+        if let Some(grant) = self.trusted_mcp_grant() {
+            external.push(grant);
+        }
         for f in undecided.iter().filter(|f| f.decision == Decision::Allow) {
             let Some(grant) = self.undecided_grant(f) else {
                 continue;
@@ -296,6 +327,7 @@ impl PolicySnapshot {
                 .map(|r| Limit {
                     rule: self.rule_ref(r),
                     carved_out: self.carve_outs_any(r),
+                    confined_allows: r.list == ListKind::Ask && r.pattern.is_none(),
                 })
                 .collect()
         };
@@ -309,6 +341,8 @@ impl PolicySnapshot {
             protected_targets: limits(ListKind::Deny),
             required_approvals: limits(ListKind::Ask),
             approvers: self.approvers.names().map(str::to_owned).collect(),
+            hint_rules: self.hints.clone(),
+            permissions: self.permissions.clone(),
         }
     }
 
@@ -316,6 +350,22 @@ impl PolicySnapshot {
     fn undecided(&self) -> Vec<Fallback> {
         let answer = |class: CallClass| {
             let (tool_class, read_only) = class.tool_class();
+            let hints = match class {
+                CallClass::Reads => self.hints.believed("read", false, None),
+                CallClass::Writes => self.hints.believed("edit", false, None),
+                CallClass::Fetches => self.hints.believed("web_fetch", false, None),
+                CallClass::Commands | CallClass::ReadOnlyCommands => {
+                    self.hints.believed("bash", read_only, None)
+                }
+                CallClass::OtherTools | CallClass::TrustedMcpTools => Hints::default(),
+            };
+            if let Some((decision, name)) = self.hints.decide(&hints) {
+                return Fallback {
+                    class,
+                    decision,
+                    by: format!("hint:{name}"),
+                };
+            }
             let (decision, by) = match self
                 .preset
                 .and_then(|p| Some((p, p.class_decision(tool_class, read_only)?)))
@@ -336,7 +386,12 @@ impl PolicySnapshot {
             out.push(read_only);
         }
         out.push(commands);
-        out.push(answer(CallClass::OtherTools));
+        let fetches = answer(CallClass::Fetches);
+        let other = answer(CallClass::OtherTools);
+        if (fetches.decision, &fetches.by) != (other.decision, &other.by) {
+            out.push(fetches);
+        }
+        out.push(other);
         out
     }
 
@@ -366,6 +421,33 @@ impl PolicySnapshot {
                 class: f.class,
                 tools: tools.iter().map(|t| (*t).to_owned()).collect(),
                 by: f.by.clone(),
+            },
+        })
+    }
+
+    /// The grant of the trusted MCP servers' tools when a hint rule allows what a tool may
+    /// declare of itself (its exceptions: the deny and ask rules that can apply to them).
+    fn trusted_mcp_grant(&self) -> Option<Grant> {
+        let allows = [
+            self.hints.read_only,
+            self.hints.destructive,
+            self.hints.open_world,
+        ]
+        .contains(&Some(Decision::Allow));
+        if !allows || self.hints.trust_mcp.is_empty() {
+            return None;
+        }
+        Some(Grant {
+            exceptions: self.exceptions(Tools::Servers(&self.hints.trust_mcp)),
+            scope: GrantScope::Undecided {
+                class: CallClass::TrustedMcpTools,
+                tools: self
+                    .hints
+                    .trust_mcp
+                    .iter()
+                    .map(|s| format!("{s}__*"))
+                    .collect(),
+                by: "hints".to_owned(),
             },
         })
     }
@@ -481,7 +563,7 @@ impl AuthorizationBoundary {
         ));
         line("");
         line("## Default");
-        for l in self.default_lines() {
+        for l in self.default_lines().into_iter().chain(self.hint_lines()) {
             line(&l);
         }
         for (heading, grants) in [
@@ -525,8 +607,14 @@ impl AuthorizationBoundary {
                     .as_deref()
                     .map(|n| format!(" (note: {})", one_line(n)))
                     .unwrap_or_default();
+                let confined = if l.confined_allows {
+                    ", unless the call runs confined (containment the backend proves), which \
+                     allows it"
+                } else {
+                    ""
+                };
                 line(&format!(
-                    "- {}: {} {verb}{note}",
+                    "- {}: {} {verb}{confined}{note}",
                     code(&l.rule.rule),
                     subject(&l.rule)
                 ));
@@ -542,6 +630,14 @@ impl AuthorizationBoundary {
                  call; a receipt never overrides a denial.",
                 names.join(", ")
             ));
+        }
+        let permissions = self.permission_lines();
+        if !permissions.is_empty() {
+            line("");
+            line("## Programmable permissions");
+            for l in permissions {
+                line(&l);
+            }
         }
         line("");
         line("## How calls are decided");
@@ -569,13 +665,7 @@ impl AuthorizationBoundary {
     }
 
     fn default_lines(&self) -> Vec<String> {
-        let by = |by: &str| match by {
-            "default" => "the default".to_owned(),
-            preset => format!(
-                "the {} preset",
-                code(preset.strip_prefix("preset:").unwrap_or(preset))
-            ),
-        };
+        let by = by_phrase;
         let uniform = self
             .undecided
             .windows(2)
@@ -608,11 +698,83 @@ impl AuthorizationBoundary {
             }
         }
     }
+
+    /// How hint rules read calls, when there are any.
+    fn hint_lines(&self) -> Vec<String> {
+        let h = &self.hint_rules;
+        let rules: Vec<String> = [
+            ("read-only", h.read_only),
+            ("destructive", h.destructive),
+            ("open-world", h.open_world),
+        ]
+        .into_iter()
+        .filter_map(|(name, d)| Some(format!("{name} → {}", decision_phrase(d?))))
+        .collect();
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let mut text = format!(
+            "Hint rules decide a call no rule decides by what it does, before the preset and the \
+             default: {} (the strictest that applies). `read`, `list`, `grep`, `glob` are \
+             read-only, `edit` and `write` destructive, `web_fetch` read-only and open-world; a \
+             `bash` command is read-only only when Warden classifies it so; any other tool \
+             counts as destructive and open-world",
+            rules.join(", ")
+        );
+        if h.trust_mcp.is_empty() {
+            text.push('.');
+        } else {
+            let servers: Vec<String> = h.trust_mcp.iter().map(|s| code(s)).collect();
+            text.push_str(&format!(
+                ", except the tools of trusted MCP servers ({}), whose own hints are believed.",
+                servers.join(", ")
+            ));
+        }
+        vec![text]
+    }
+
+    fn permission_lines(&self) -> Vec<String> {
+        self.permissions
+            .iter()
+            .map(|p| {
+                let what = match p.kind {
+                    PermissionKind::Deny => {
+                        "may deny any call no deny rule denies, calls allowed above included"
+                    }
+                    PermissionKind::Allow => "may allow calls no deny or ask rule decides",
+                    PermissionKind::Decide => {
+                        "may allow or deny calls no deny or ask rule decides, calls allowed \
+                         above included"
+                    }
+                };
+                format!(
+                    "- {} version {} ({} kind): code that {what}",
+                    code(&p.name),
+                    code(&p.version),
+                    p.kind.as_str()
+                )
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for AuthorizationBoundary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_markdown())
+    }
+}
+
+/// Who answers calls no rule decides, in words.
+fn by_phrase(by: &str) -> String {
+    if let Some(preset) = by.strip_prefix("preset:") {
+        return format!("the {} preset", code(preset));
+    }
+    if let Some(hint) = by.strip_prefix("hint:") {
+        return format!("the {hint} hint rule");
+    }
+    match by {
+        "hints" => "the hint rules, when the tool declares hints they allow".to_owned(),
+        _ => "the default".to_owned(),
     }
 }
 
@@ -657,13 +819,15 @@ fn grant_line(g: &Grant) -> String {
             format!("- {}: {}{note}", code(&r.rule), subject(r))
         }
         GrantScope::Undecided { class, tools, by } => {
-            let by = match by.strip_prefix("preset:") {
-                Some(p) => format!("the {} preset", code(p)),
-                None => "the default".to_owned(),
-            };
+            let by = by_phrase(by);
             let tools: Vec<String> = tools.iter().map(|t| code(t)).collect();
             let what = match class {
                 CallClass::OtherTools => "any call of another tool".to_owned(),
+                CallClass::TrustedMcpTools => format!(
+                    "any call of a tool of a trusted MCP server ({})",
+                    tools.join(", ")
+                ),
+                CallClass::Fetches => format!("any {} call", tools.join(", ")),
                 CallClass::ReadOnlyCommands => {
                     format!("any read-only {} command", tools.join(", "))
                 }

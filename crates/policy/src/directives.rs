@@ -76,20 +76,27 @@ pub enum DirectiveError {
 /// One directive: a non-empty line of prompt text (no line breaks or control characters).
 ///
 /// It is text and only text: it has no conversion to a rule, and it is rendered verbatim.
-///
-/// ```
-/// use warden_policy::Directive;
-/// let d = Directive::new("bash(rm:*)")?;
-/// assert_eq!(d.as_str(), "bash(rm:*)");
-/// assert!(Directive::new("ok\n## Authority").is_err());
-/// # Ok::<(), warden_policy::DirectiveError>(())
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(transparent)]
+#[schemars(extend("pattern" = DIRECTIVE_PATTERN))]
 pub struct Directive(String);
+
+/// [`Directive::new`]'s rule as an ECMA-262 pattern, for the JSON Schema: a character that is
+/// not whitespace, and no control character, U+2028 or U+2029 anywhere.
+const DIRECTIVE_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*\
+     [^\\s\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]\
+     [^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$";
 
 impl Directive {
     /// A directive, if `text` is one non-empty line.
+    ///
+    /// ```
+    /// use warden_policy::Directive;
+    /// let d = Directive::new("bash(rm:*)")?;
+    /// assert_eq!(d.as_str(), "bash(rm:*)");
+    /// assert!(Directive::new("ok\n## Authority").is_err());
+    /// # Ok::<(), warden_policy::DirectiveError>(())
+    /// ```
     pub fn new(text: impl Into<String>) -> Result<Self, DirectiveError> {
         let text = text.into();
         if text.trim().is_empty() {
@@ -129,22 +136,6 @@ impl<'de> Deserialize<'de> for Directive {
 
 /// The `[directives]` table (ADR-0044 D1's `RolePromptDirectives`): non-enforcing text for a
 /// model's system prompt. It grants nothing and restricts nothing; the rules do.
-///
-/// ```
-/// use warden_policy::{Directive, Directives};
-/// let d = Directives {
-///     authority: vec![Directive::new("Choose the test strategy")?],
-///     escalations: vec![Directive::new("The build is red on main")?],
-///     ..Directives::default()
-/// };
-/// assert_eq!(
-///     d.render(),
-///     "## Authority\n- Choose the test strategy\n\n## Escalation Conditions\n\
-///      When any condition occurs, STOP and emit an escalation_request with the reason:\n\
-///      - The build is red on main"
-/// );
-/// # Ok::<(), warden_policy::DirectiveError>(())
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Directives {
@@ -217,6 +208,22 @@ impl Directives {
 
     /// The prompt block in ADR-0044 D1's exact format: lines joined by `\n`, sections
     /// separated by one empty line, no trailing newline; empty when there are no directives.
+    ///
+    /// ```
+    /// use warden_policy::{Directive, Directives};
+    /// let d = Directives {
+    ///     authority: vec![Directive::new("Choose the test strategy")?],
+    ///     escalations: vec![Directive::new("The build is red on main")?],
+    ///     ..Directives::default()
+    /// };
+    /// assert_eq!(
+    ///     d.render(),
+    ///     "## Authority\n- Choose the test strategy\n\n## Escalation Conditions\n\
+    ///      When any condition occurs, STOP and emit an escalation_request with the reason:\n\
+    ///      - The build is red on main"
+    /// );
+    /// # Ok::<(), warden_policy::DirectiveError>(())
+    /// ```
     pub fn render(&self) -> String {
         let sections: [(&str, Option<&str>, &[Directive]); 3] = [
             (AUTHORITY, None, &self.authority),

@@ -586,7 +586,56 @@ impl PolicySnapshot {
         direct || (!with_specifier && deny.any_tool_glob(&self.rules, tool))
     }
 
+    /// Decides one subject: by the lists, hints, preset and default, then capped by every
+    /// operating mode in force.
     fn decide_subject(&self, p: &Prepared, call: &Call) -> SubjectVerdict {
+        let v = self.decide_subject_by_rules(p, call);
+        self.cap_by_modes(p, call, v)
+    }
+
+    /// Caps a subject's verdict by every operating mode in force (programmable permissions'
+    /// answers are capped the same way).
+    pub(crate) fn cap_by_modes(
+        &self,
+        p: &Prepared,
+        call: &Call,
+        v: SubjectVerdict,
+    ) -> SubjectVerdict {
+        if self.modes.is_empty() || v.decision == Decision::Deny || v.neutral {
+            return v;
+        }
+        let tool = p.subject.tool.as_str();
+        let declared = call.hints.filter(|_| call.tool == tool);
+        let hints = self.hints.believed(tool, p.read_only, declared);
+        let class = crate::preset::ToolClass::of(tool);
+        let narrowest = self
+            .modes
+            .iter()
+            .map(|m| (crate::mode::Mode::ceiling(m.cap(class, &hints)), *m))
+            .max_by_key(|(ceiling, _)| *ceiling);
+        match narrowest {
+            Some((ceiling, mode)) if ceiling > v.decision => {
+                let reason = match ceiling {
+                    Decision::Deny => {
+                        format!("the {mode} mode does not allow this {tool} call: denied")
+                    }
+                    _ => format!(
+                        "the {mode} mode needs an approval receipt for a destructive or open-world {tool} call"
+                    ),
+                };
+                SubjectVerdict {
+                    decision: ceiling,
+                    rule: None,
+                    source: None,
+                    reason: reason.into(),
+                    ..v
+                }
+            }
+            _ => v,
+        }
+    }
+
+    fn decide_subject_by_rules(&self, p: &Prepared, call: &Call) -> SubjectVerdict {
         let confined = call.confined.as_deref();
         let tool = &p.subject.tool;
         let verdict = |decision, rule: Option<&CompiledRule>, reason: Arc<str>| SubjectVerdict {

@@ -179,9 +179,10 @@ pub struct PolicyFile {
     /// Reserved: MCP servers (not supported yet; refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<serde_json::Value>,
-    /// Reserved: operating modes (not supported yet; refused).
+    /// Operating modes in force (`[modes] active = ["apply_safe"]`): layers that only narrow
+    /// (docs/policy.md, "Operating modes").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub modes: Option<serde_json::Value>,
+    pub modes: Option<crate::mode::Modes>,
     /// Approver classes and their ed25519 public keys (`[approvers.NAME]`), for approval
     /// receipts (docs/policy.md, "Approval receipts").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -209,7 +210,7 @@ impl PolicyFile {
     /// The reserved keys present in this file, which this version refuses.
     pub fn reserved_keys_present(&self) -> Vec<&'static str> {
         let mut keys = Vec::new();
-        for (key, value) in [("mcp", &self.mcp), ("modes", &self.modes)] {
+        for (key, value) in [("mcp", &self.mcp)] {
             if value.is_some() {
                 keys.push(key);
             }

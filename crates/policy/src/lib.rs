@@ -50,6 +50,7 @@ pub mod grant;
 pub mod guard;
 pub mod hints;
 pub mod matcher;
+pub mod mode;
 pub mod offer;
 pub mod permission;
 pub mod preset;
@@ -73,10 +74,11 @@ pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl
 pub use grant::{DeclaredSet, GrantChange, GrantRefusal, GrantReport, GrantSet};
 pub use guard::{Finding, FindingKind, GuardError, GuardOutcome, GuardSet, Guards, SecretAction};
 pub use matcher::{MatcherKind, PathEnv};
+pub use mode::{Mode, Modes};
 pub use offer::BatchVerdict;
 pub use permission::{
-    Answer, PermissionError, PermissionInfo, PermissionKind, PermissionSet, PermissionVerdict,
-    decide_with_permissions, decide_with_permissions_async,
+    Answer, Permission, PermissionError, PermissionInfo, PermissionKind, PermissionSet,
+    PermissionVerdict, decide_with_permissions, decide_with_permissions_async,
 };
 pub use preset::{Preset, ToolClass};
 pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};

@@ -63,7 +63,7 @@ use serde_json::Value as Json;
 
 use crate::compile::{PolicyBuilder, PolicySnapshot};
 use crate::decl::Decision;
-use crate::engine::{Call, SubjectVerdict, Verdict};
+use crate::engine::{Call, Prepared, SubjectVerdict, Verdict};
 use crate::error::{Location, PolicyError};
 
 /// What a permission may answer (design.md §4.2 places each kind in the order).
@@ -527,9 +527,10 @@ enum Stage {
 }
 
 /// One evaluation: the rules' verdict, where each subject stands, and which phase is next.
-struct Run {
-    /// The call's tool, for errors.
-    tool: String,
+struct Run<'a> {
+    snapshot: &'a PolicySnapshot,
+    call: &'a Call,
+    prepared: Vec<Prepared>,
     verdict: Verdict,
     stages: Vec<Stage>,
     /// Nothing a permission says can change the verdict (a subject is denied already, or the
@@ -539,8 +540,8 @@ struct Run {
     open: bool,
 }
 
-impl Run {
-    fn new(snapshot: &PolicySnapshot, call: &Call) -> Self {
+impl<'a> Run<'a> {
+    fn new(snapshot: &'a PolicySnapshot, call: &'a Call) -> Self {
         let mut verdict = snapshot.decide(call);
         let prepared = snapshot.prepared_subjects(call);
         if verdict.subjects.is_empty() || prepared.len() != verdict.subjects.len() {
@@ -554,7 +555,9 @@ impl Run {
                     "the call's subjects could not be matched with permissions: denied".into();
             }
             return Self {
-                tool: call.tool.clone(),
+                snapshot,
+                call,
+                prepared: Vec::new(),
                 verdict,
                 stages: Vec::new(),
                 settled: true,
@@ -588,7 +591,9 @@ impl Run {
             .any(|(s, st)| *st == Stage::Fixed && s.decision == Decision::Deny);
         let open = stages.contains(&Stage::Open) || stages.iter().all(|s| *s == Stage::Neutral);
         Self {
-            tool: call.tool.clone(),
+            snapshot,
+            call,
+            prepared,
             verdict,
             stages,
             settled,
@@ -612,7 +617,7 @@ impl Run {
             Err(PermissionError::Other(source)) => {
                 return Err(DecideError::Failed {
                     permission: info.clone(),
-                    tool: self.tool.clone(),
+                    tool: self.call.tool.clone(),
                     source,
                 });
             }
@@ -679,11 +684,19 @@ impl Run {
         let mut by_permission = vec![false; verdict.subjects.len()];
         for (i, (s, stage)) in verdict.subjects.iter_mut().zip(&self.stages).enumerate() {
             if reaches(*stage, s) {
-                s.decision = decision;
-                s.rule = None;
-                s.source = None;
-                s.reason = reason.clone();
-                by_permission[i] = true;
+                let answered = SubjectVerdict {
+                    decision,
+                    rule: None,
+                    source: None,
+                    reason: reason.clone(),
+                    ..s.clone()
+                };
+                // Operating modes cap a permission's answer as they cap the rules': a mode
+                // only narrows, whoever allowed.
+                *s = self
+                    .snapshot
+                    .cap_by_modes(&self.prepared[i], self.call, answered);
+                by_permission[i] = s.decision == decision;
             }
         }
         let deciding = verdict

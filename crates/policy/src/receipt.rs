@@ -593,6 +593,32 @@ impl SignedReceipt {
 }
 
 impl PolicySnapshot {
+    /// Decides `call` with an approval receipt in hand. The receipt answers only an `ask` (an
+    /// ask rule's, or the approval `apply_approved` requires): verified for this exact call,
+    /// this policy and `now`, it turns the ask into an allow and is returned so the executor
+    /// records its id (single use). An allowed or denied call is returned as decided, the
+    /// receipt unused: a receipt never beats a deny. A receipt that does not verify for an
+    /// ask is its typed error; nothing is allowed.
+    pub fn decide_with_receipt(
+        &self,
+        call: &crate::Call,
+        receipt: &SignedReceipt,
+        now: Timestamp,
+    ) -> Result<(crate::Verdict, Option<ApprovalReceipt>), ReceiptError> {
+        let mut verdict = self.decide(call);
+        if verdict.decision != crate::Decision::Ask {
+            return Ok((verdict, None));
+        }
+        let approval = self.verify_receipt(receipt, &call.tool, &call.args, now)?;
+        verdict.decision = crate::Decision::Allow;
+        verdict.reason = format!(
+            "{}; approved by receipt {} from {}",
+            verdict.reason, receipt.id, receipt.approver
+        )
+        .into();
+        Ok((verdict, Some(approval)))
+    }
+
     /// The approver classes declared by the policy (`[approvers]`).
     pub fn approvers(&self) -> &Approvers {
         &self.approvers

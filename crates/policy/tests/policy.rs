@@ -16,8 +16,12 @@ mod directives;
 mod extensions;
 #[path = "guard/mod.rs"]
 mod guard;
+#[path = "permission/mod.rs"]
+mod permission;
 #[path = "receipt/mod.rs"]
 mod receipt;
+#[path = "scope/mod.rs"]
+mod scope;
 #[path = "shell/mod.rs"]
 mod shell;
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use warden_contracts::*;
 use warden_evidence::payload::{CloseDisposition, GateLevel, GateVerdict};
 use warden_evidence::*;
@@ -326,6 +326,40 @@ fn approval_receipts_are_single_use() {
                 .await
                 .unwrap();
             assert_eq!(found.unwrap().operation_id.as_str(), "op-a");
+            // An `operation_started` binding a fresh idempotency key with the used approval is
+            // refused whole: the key stays free.
+            let chain = ChainId::new("appr").unwrap();
+            let records = all_records(b.store().as_ref(), "appr").await;
+            let started = records
+                .iter()
+                .find(|r| r.record_type == RecordType::OperationStarted)
+                .unwrap();
+            let mut payload: Value = serde_json::from_str(&started.payload_json).unwrap();
+            let key = Digest::of_bytes(b"a fresh key");
+            payload["idempotency_key_digest"] = json!(key);
+            payload["request_id"] = json!("req-op-c");
+            let head = b.store().head(&chain).await.unwrap().unwrap();
+            let err = b
+                .store()
+                .append(EvidenceAppend {
+                    chain_id: chain,
+                    record_type: RecordType::OperationStarted,
+                    operation_id: Some(OperationId::new("op-c").unwrap()),
+                    expected_sequence: head.sequence + 1,
+                    policy_id: started.policy_id.clone(),
+                    policy_version: started.policy_version.clone(),
+                    payload,
+                    supersedes_record_id: None,
+                    created_at: Timestamp(2),
+                })
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("approval already used"), "{err}");
+            assert!(
+                b.store().find_idempotency_key(&key).await.unwrap().is_none(),
+                "{}: a refused append bound its idempotency key",
+                b.name()
+            );
         });
     });
 }

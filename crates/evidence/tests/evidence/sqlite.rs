@@ -309,3 +309,67 @@ fn another_process_appending_is_seen_before_the_next_append() {
         .unwrap();
     assert!(r.result.valid && r.result.checked_records == 4, "{r:?}");
 }
+
+#[test]
+fn closing_keeping_the_wal_leaves_it_for_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keep.db");
+    let store = SqliteStore::open(&path).unwrap();
+    for i in 0..3 {
+        store.append_blocking(append("keep", i)).unwrap();
+    }
+    store.close_keeping_wal();
+    // The records are in the WAL, as after a crash right after the last commit.
+    assert_eq!(
+        listing(dir.path()),
+        vec!["keep.db", "keep.db-shm", "keep.db-wal"]
+    );
+    let chain = ChainId::new("keep").unwrap();
+    let reader = SqliteReader::open(&path).unwrap();
+    let r = reader.verify(&chain, &Expected::Nothing).unwrap();
+    assert!(r.result.valid && r.result.checked_records == 3, "{r:?}");
+    drop(reader);
+    // The next writer sees them, appends after them, and a clean close folds the WAL back.
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.append_blocking(append("keep", 3)).unwrap().sequence, 3);
+    store.close();
+    assert_eq!(listing(dir.path()), vec!["keep.db"]);
+    let r = SqliteReader::open(&path)
+        .unwrap()
+        .verify(&chain, &Expected::Nothing)
+        .unwrap();
+    assert!(r.result.valid && r.result.checked_records == 4, "{r:?}");
+}
+
+#[test]
+fn checkpoints_run_beside_the_writer() {
+    // The writer never checkpoints on its commits; a background connection copies the WAL into
+    // the database once enough was written, so the database file grows while the store is open.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let initial = std::fs::metadata(&path).unwrap().len();
+    let n = 5000;
+    let pending: Vec<_> = (0..n)
+        .map(|i| store.append_queued(append("ckpt", i)))
+        .collect();
+    block_on(async {
+        for p in pending {
+            p.await.unwrap();
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(&path).unwrap().len() <= initial {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint within a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = store
+        .verify_sync(&ChainId::new("ckpt").unwrap(), &Expected::Nothing)
+        .unwrap();
+    assert!(r.result.valid && r.result.checked_records == n, "{r:?}");
+    drop(store);
+    assert_eq!(listing(dir.path()), vec!["ckpt.db"]);
+}

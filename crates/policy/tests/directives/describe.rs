@@ -148,7 +148,7 @@ fn the_boundary_serializes_as_json() {
         v["protected_targets"][5],
         json!({"rule": "bash(rm:*)", "tool": "bash", "pattern": "rm:*", "matcher": "shell",
                "field": "command", "source": "project", "note": "use trash-put instead",
-               "carved_out": []})
+               "carved_out": [], "confined_allows": false})
     );
     assert_eq!(
         v["required_approvals"][0]["rule"],
@@ -218,8 +218,10 @@ fn a_bare_deny_or_ask_takes_an_allow_away() {
     assert_eq!(
         section(&asked, "## Required approvals"),
         [
-            "- `edit`: all `edit` calls need approval",
-            "- `write`: all `write` calls need approval",
+            "- `edit`: all `edit` calls need approval, unless the call runs confined (containment \
+             the backend proves), which allows it",
+            "- `write`: all `write` calls need approval, unless the call runs confined \
+             (containment the backend proves), which allows it",
         ]
     );
     assert_eq!(
@@ -345,6 +347,136 @@ fn presets_are_stated_per_class() {
     );
 }
 
+#[test]
+fn hint_rules_answer_before_the_default() {
+    let md = compile(&[(
+        "p",
+        "default = \"deny\"\ndeny = [\"github__delete_repo\"]\n\
+         [hints]\nread_only = \"allow\"\ndestructive = \"ask\"\ntrust_mcp = [\"github\"]\n",
+    )])
+    .unwrap()
+    .describe()
+    .to_markdown();
+    assert_eq!(
+        section(&md, "## Default"),
+        [
+            "Calls that no rule decides:",
+            "- reads (`read`, `list`, `grep`, `glob`): allowed (the read-only hint rule)",
+            "- writes (`edit`, `write`): need approval (the destructive hint rule)",
+            "- read-only commands (`bash`): allowed (the read-only hint rule)",
+            "- commands (`bash`): need approval (the destructive hint rule)",
+            "- fetches (`web_fetch`): allowed (the read-only hint rule)",
+            "- every other tool: need approval (the destructive hint rule)",
+            "Hint rules decide a call no rule decides by what it does, before the preset and the \
+             default: read-only → allowed, destructive → need approval (the strictest that \
+             applies). `read`, `list`, `grep`, `glob` are read-only, `edit` and `write` \
+             destructive, `web_fetch` read-only and open-world; a `bash` command is read-only \
+             only when Warden classifies it so; any other tool counts as destructive and \
+             open-world, except the tools of trusted MCP servers (`github`), whose own hints are \
+             believed.",
+        ]
+    );
+    assert_eq!(
+        section(&md, "## External actions"),
+        [
+            "- any call of a tool of a trusted MCP server (`github__*`) that no rule decides \
+             (allowed by the hint rules, when the tool declares hints they allow)",
+            "  - except where `github__delete_repo` denies",
+            "- any read-only `bash` command that no rule decides (allowed by the read-only hint rule)",
+            "- any `web_fetch` call that no rule decides (allowed by the read-only hint rule)",
+        ]
+    );
+    // An open-world rule makes a fetch stricter than a plain read.
+    let b = compile(&[(
+        "p",
+        "default = \"allow\"\n[hints]\nread_only = \"allow\"\nopen_world = \"ask\"\n\
+         destructive = \"deny\"\n",
+    )])
+    .unwrap()
+    .describe();
+    let fetches = b
+        .undecided
+        .iter()
+        .find(|f| f.class == describe::CallClass::Fetches)
+        .unwrap();
+    assert_eq!(
+        (fetches.decision, fetches.by.as_str()),
+        (Decision::Ask, "hint:open-world")
+    );
+    assert!(b.external_actions.iter().all(|g| !matches!(
+        &g.scope,
+        GrantScope::Undecided {
+            class: describe::CallClass::Fetches,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn programmable_permissions_are_named() {
+    use warden_policy::permission::*;
+    let permissions = PermissionSet::new()
+        .register(
+            PermissionInfo::new("no-prod", "3", PermissionKind::Deny),
+            |_: &Call| Ok(None),
+        )
+        .unwrap()
+        .register(
+            PermissionInfo::new("deploys", "1", PermissionKind::Allow),
+            |_: &Call| Ok(None),
+        )
+        .unwrap();
+    let b = PolicyBuilder::new()
+        .default(Decision::Deny)
+        .permissions(&permissions)
+        .unwrap()
+        .build()
+        .unwrap()
+        .describe();
+    assert_eq!(
+        section(&b.to_markdown(), "## Programmable permissions"),
+        [
+            "- `no-prod` version `3` (deny kind): code that may deny any call no deny rule \
+             denies, calls allowed above included",
+            "- `deploys` version `1` (allow kind): code that may allow calls no deny or ask rule \
+             decides",
+        ]
+    );
+    let none = PolicyBuilder::new()
+        .default(Decision::Deny)
+        .build()
+        .unwrap();
+    assert!(
+        !none
+            .describe()
+            .to_markdown()
+            .contains("## Programmable permissions")
+    );
+}
+
+/// A confined call skips bare ask rules, and the boundary says so.
+#[test]
+fn a_bare_ask_says_confinement_allows() {
+    let s = compile(&[(
+        "p",
+        "default = \"deny\"\nask = [\"bash\", \"bash(git push:*)\"]\n",
+    )])
+    .unwrap();
+    let md = s.describe().to_markdown();
+    assert_eq!(
+        section(&md, "## Required approvals"),
+        [
+            "- `bash`: all `bash` calls need approval, unless the call runs confined \
+             (containment the backend proves), which allows it",
+            "- `bash(git push:*)`: `bash` commands matching `git push:*` need approval",
+        ]
+    );
+    let confined = Call::new("bash", json!({"command": "make"})).confined_by("landlock+netns");
+    assert_eq!(s.decide(&confined).decision, Decision::Allow);
+    let push = Call::new("bash", json!({"command": "git push"})).confined_by("landlock+netns");
+    assert_eq!(s.decide(&push).decision, Decision::Ask);
+}
+
 /// Policy text cannot break the Markdown: control characters are written as escapes and a
 /// backtick in a rule gets a longer code fence.
 #[test]
@@ -391,14 +523,27 @@ proptest! {
         untrusted in crate::arb_set(),
         call in crate::arb_call(),
         default in crate::arb_decision(),
+        preset in proptest::option::of(proptest::sample::select(Preset::ALL.to_vec())),
+        hints in proptest::option::of(proptest::collection::vec(
+            proptest::option::of(crate::arb_decision()), 3)),
     ) {
-        let s = crate::snapshot_of(
-            &[
-                (Source::trusted("t").with_rank(1), trusted),
-                (Source::untrusted("u").with_rank(5), untrusted),
-            ],
-            default,
-        );
+        let mut b = PolicyBuilder::new()
+            .default(default)
+            .path_env(env())
+            .source(Source::trusted("t").with_rank(1), trusted)
+            .source(Source::untrusted("u").with_rank(5), untrusted);
+        if let Some(p) = preset {
+            b = b.preset(p).unwrap();
+        }
+        if let Some(h) = hints {
+            b = b.hints(hints::HintRules {
+                read_only: h[0],
+                destructive: h[1],
+                open_world: h[2],
+                trust_mcp: Vec::new(),
+            });
+        }
+        let s = b.build().unwrap();
         let b = s.describe();
         for g in b.reads.iter().chain(&b.writes).chain(&b.external_actions) {
             if let GrantScope::Rule(r) = &g.scope {
@@ -436,6 +581,22 @@ proptest! {
                 continue;
             };
             let effect = if verdict.decision == Decision::Deny { Effect::Denied } else { Effect::NeedsApproval };
+            // A class the default (or a preset, or a hint rule) allows lists it too.
+            for g in b.reads.iter().chain(&b.writes).chain(&b.external_actions) {
+                let covers = match &g.scope {
+                    GrantScope::Undecided { class: describe::CallClass::OtherTools, .. } => {
+                        ToolClass::of(&trace.tool).is_none()
+                    }
+                    GrantScope::Undecided { tools, .. } => tools.contains(&trace.tool),
+                    GrantScope::Rule(_) => false,
+                };
+                if covers {
+                    prop_assert!(
+                        g.exceptions.iter().any(|e| e.rule == deciding && e.effect == effect),
+                        "{:?} claims {:?}, which {} refuses", g.scope, call, deciding
+                    );
+                }
+            }
             for m in trace.matches.iter().filter(|m| m.list == ListKind::Allow && m.carved_out_by.is_none()) {
                 for g in grants_citing(&b, &m.rule) {
                     prop_assert!(

@@ -135,6 +135,39 @@ fn items_are_written_verbatim_and_must_be_one_line() {
     );
 }
 
+/// The JSON Schema's pattern for a directive agrees with `Directive::new`.
+#[test]
+fn the_schema_pattern_agrees_with_the_constructor() {
+    let schema = serde_json::to_value(policy_file_schema()).unwrap();
+    let directive = &schema["$defs"]["Directive"];
+    assert_eq!(directive["type"], json!("string"));
+    let pattern = regex::Regex::new(directive["pattern"].as_str().unwrap()).unwrap();
+    for text in [
+        "Choose the test strategy",
+        "bash(rm:*)",
+        "  padded  ",
+        "x",
+        "",
+        " ",
+        "\t",
+        "a\nb",
+        "a\rb",
+        "tab\there",
+        "nul\0",
+        "del\u{7f}",
+        "c1\u{85}",
+        "line\u{2028}sep",
+        "para\u{2029}sep",
+        "émoji ✓",
+    ] {
+        assert_eq!(
+            pattern.is_match(text),
+            Directive::new(text).is_ok(),
+            "{text:?}"
+        );
+    }
+}
+
 // ------------------------------------------------------------------ the table, read strictly
 
 const TABLE: &str = r#"

@@ -3,4 +3,5 @@
 
 mod grants;
 mod hints;
+mod modes;
 mod presets;

@@ -42,8 +42,12 @@ fn call(tool: &str, args: Value) -> Call {
 fn reference() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/corpus/reference/alpineagents.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("the shared corpus must be beside the project ({}): {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "the shared corpus must be beside the project ({}): {e}",
+            path.display()
+        )
+    });
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
@@ -54,36 +58,73 @@ fn reference() -> Vec<Value> {
 
 #[test]
 fn a_child_without_a_policy_inherits_its_parent() {
-    let root = Scope::root("main", policy("main", "default = \"ask\"\nallow = [\"read\"]\ndeny = [\"bash(rm:*)\"]")).unwrap();
+    let root = Scope::root(
+        "main",
+        policy(
+            "main",
+            "default = \"ask\"\nallow = [\"read\"]\ndeny = [\"bash(rm:*)\"]",
+        ),
+    )
+    .unwrap();
     let child = root.child("helper", ChildPolicy::Inherit).unwrap();
     let v = child.decide(&call("read", json!({"path": "/repo/a"})));
     assert_eq!(v.decision(), Decision::Allow);
-    assert_eq!((&*v.scope, &*v.caller, v.stage), ("main", "helper", ScopeStage::Inherited));
+    assert_eq!(
+        (&*v.scope, &*v.caller, v.stage),
+        ("main", "helper", ScopeStage::Inherited)
+    );
     assert!(v.reason.contains("inherited by `helper`"), "{}", v.reason);
     let v = child.decide(&call("bash", json!({"command": "rm -rf /"})));
     assert_eq!(v.decision(), Decision::Deny);
     assert_eq!(v.stage, ScopeStage::AncestorDeny);
     assert_eq!(v.verdict.rule.as_deref(), Some("bash(rm:*)"));
-    assert_eq!(v.verdict, root.decide(&call("bash", json!({"command": "rm -rf /"}))).verdict);
+    assert_eq!(
+        v.verdict,
+        root.decide(&call("bash", json!({"command": "rm -rf /"})))
+            .verdict
+    );
     // Inheriting twice is inheriting.
     let grand = child.child("grand", ChildPolicy::Inherit).unwrap();
-    assert_eq!(grand.decide(&call("write", json!({"path": "/repo/a"}))).decision(), Decision::Ask);
+    assert_eq!(
+        grand
+            .decide(&call("write", json!({"path": "/repo/a"})))
+            .decision(),
+        Decision::Ask
+    );
 }
 
 #[test]
 fn ancestor_deny_rules_come_first_outermost_first_and_name_the_ancestor() {
-    let root = Scope::root("root", policy("root", "default = \"allow\"\ndeny = [\"bash(rm -rf:*)\"]")).unwrap();
+    let root = Scope::root(
+        "root",
+        policy("root", "default = \"allow\"\ndeny = [\"bash(rm -rf:*)\"]"),
+    )
+    .unwrap();
     let mid = root
-        .child("mid", ChildPolicy::Own(policy("mid", "default = \"allow\"\ndeny = [\"bash(rm:*)\"]")))
+        .child(
+            "mid",
+            ChildPolicy::Own(policy(
+                "mid",
+                "default = \"allow\"\ndeny = [\"bash(rm:*)\"]",
+            )),
+        )
         .unwrap();
     let leaf = mid
-        .child("leaf", ChildPolicy::Own(policy("leaf", "default = \"allow\"\ndeny = [\"bash\"]")))
+        .child(
+            "leaf",
+            ChildPolicy::Own(policy("leaf", "default = \"allow\"\ndeny = [\"bash\"]")),
+        )
         .unwrap();
     let v = leaf.decide(&call("bash", json!({"command": "rm -rf /"})));
     assert_eq!((&*v.scope, v.stage), ("root", ScopeStage::AncestorDeny));
     assert_eq!(v.verdict.rule.as_deref(), Some("bash(rm -rf:*)"));
     assert_eq!(v.verdict.source.as_deref(), Some("root"));
-    assert!(v.reason.contains("scope `root`, whose deny rules bind its subagent `leaf`"), "{}", v.reason);
+    assert!(
+        v.reason
+            .contains("scope `root`, whose deny rules bind its subagent `leaf`"),
+        "{}",
+        v.reason
+    );
     let v = leaf.decide(&call("bash", json!({"command": "rm x"})));
     assert_eq!((&*v.scope, v.stage), ("mid", ScopeStage::AncestorDeny));
     let v = leaf.decide(&call("bash", json!({"command": "ls"})));
@@ -101,7 +142,10 @@ fn ancestor_deny_rules_include_the_refusals_made_in_their_name() {
     // hides (missing field) or run an unknown program the parent could not vet.
     let root = Scope::root(
         "main",
-        policy("main", "default = \"allow\"\ndeny = [\"read(.env)\", \"bash(rm:*)\"]"),
+        policy(
+            "main",
+            "default = \"allow\"\ndeny = [\"read(.env)\", \"bash(rm:*)\"]",
+        ),
     )
     .unwrap();
     let expanding = root
@@ -114,37 +158,70 @@ fn ancestor_deny_rules_include_the_refusals_made_in_their_name() {
         )
         .unwrap();
     let v = expanding.decide(&call("read", json!({"file": "/repo/.env"})));
-    assert_eq!((v.decision(), v.stage), (Decision::Deny, ScopeStage::AncestorDeny));
+    assert_eq!(
+        (v.decision(), v.stage),
+        (Decision::Deny, ScopeStage::AncestorDeny)
+    );
     assert!(v.verdict.reason.contains("missing"), "{}", v.verdict.reason);
     let v = expanding.decide(&call("bash", json!({"command": "$CMD x"})));
-    assert_eq!((v.decision(), v.stage), (Decision::Deny, ScopeStage::AncestorDeny));
+    assert_eq!(
+        (v.decision(), v.stage),
+        (Decision::Deny, ScopeStage::AncestorDeny)
+    );
     let v = expanding.decide(&call("bash", json!({"command": "echo 'unterminated"})));
     assert_eq!((v.decision(), &*v.scope), (Decision::Deny, "main"));
 }
 
 #[test]
 fn by_default_a_child_gets_the_stricter_of_its_own_verdict_and_its_parents() {
-    let root = Scope::root("main", policy("main", "default = \"ask\"\nallow = [\"read\", \"bash(git:*)\"]")).unwrap();
+    let root = Scope::root(
+        "main",
+        policy(
+            "main",
+            "default = \"ask\"\nallow = [\"read\", \"bash(git:*)\"]",
+        ),
+    )
+    .unwrap();
     let child = root
         .child(
             "reviewer",
-            ChildPolicy::Own(policy("reviewer", "default = \"deny\"\nallow = [\"read\", \"write\", \"bash(git status:*)\"]")),
+            ChildPolicy::Own(policy(
+                "reviewer",
+                "default = \"deny\"\nallow = [\"read\", \"write\", \"bash(git status:*)\"]",
+            )),
         )
         .unwrap();
     // Both allow: the child's own rule is cited.
     let v = child.decide(&call("read", json!({"path": "/repo/a"})));
-    assert_eq!((v.decision(), &*v.scope, v.stage), (Decision::Allow, "reviewer", ScopeStage::Own));
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Allow, "reviewer", ScopeStage::Own)
+    );
     // The child allows, the parent asks: ask, citing the parent.
     let v = child.decide(&call("write", json!({"path": "/repo/a"})));
-    assert_eq!((v.decision(), &*v.scope, v.stage), (Decision::Ask, "main", ScopeStage::Stricter));
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Ask, "main", ScopeStage::Stricter)
+    );
     assert!(v.authorities.is_empty());
-    assert!(v.reason.contains("stricter than the own policy of `reviewer`"), "{}", v.reason);
+    assert!(
+        v.reason
+            .contains("stricter than the own policy of `reviewer`"),
+        "{}",
+        v.reason
+    );
     // The parent allows, the child denies: deny, citing the child.
     let v = child.decide(&call("bash", json!({"command": "git push"})));
-    assert_eq!((v.decision(), &*v.scope, v.stage), (Decision::Deny, "reviewer", ScopeStage::Own));
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "reviewer", ScopeStage::Own)
+    );
     // Recursively: a grandchild that allows everything is still bound by both.
     let grand = child
-        .child("grand", ChildPolicy::Own(policy("grand", "default = \"allow\"")))
+        .child(
+            "grand",
+            ChildPolicy::Own(policy("grand", "default = \"allow\"")),
+        )
         .unwrap();
     let v = grand.decide(&call("bash", json!({"command": "git push"})));
     assert_eq!((v.decision(), &*v.scope), (Decision::Deny, "reviewer"));
@@ -156,14 +233,20 @@ fn by_default_a_child_gets_the_stricter_of_its_own_verdict_and_its_parents() {
 fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_authority() {
     let root = Scope::root(
         "main",
-        policy("main", "default = \"deny\"\nallow = [\"read\"]\nask = [\"write\"]\ndeny = [\"bash(rm:*)\"]"),
+        policy(
+            "main",
+            "default = \"deny\"\nallow = [\"read\"]\nask = [\"write\"]\ndeny = [\"bash(rm:*)\"]",
+        ),
     )
     .unwrap();
     let child = root
         .child(
             "drafter",
             ChildPolicy::Expand {
-                policy: policy("drafter", "default = \"ask\"\nallow = [\"write(/repo/drafts/**)\", \"bash\"]"),
+                policy: policy(
+                    "drafter",
+                    "default = \"ask\"\nallow = [\"write(/repo/drafts/**)\", \"bash\"]",
+                ),
                 authority: "platform-team#42".into(),
             },
         )
@@ -171,16 +254,29 @@ fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_a
     assert_eq!(child.authority(), Some("platform-team#42"));
     // Looser than the parent: relied on the expansion, which the verdict names.
     let v = child.decide(&call("write", json!({"path": "/repo/drafts/a.md"})));
-    assert_eq!((v.decision(), &*v.scope, v.stage), (Decision::Allow, "drafter", ScopeStage::Own));
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Allow, "drafter", ScopeStage::Own)
+    );
     assert_eq!(v.authorities.len(), 1);
-    assert_eq!((&*v.authorities[0].scope, &*v.authorities[0].authority), ("drafter", "platform-team#42"));
-    assert!(v.reason.contains("under the authority `platform-team#42`"), "{}", v.reason);
+    assert_eq!(
+        (&*v.authorities[0].scope, &*v.authorities[0].authority),
+        ("drafter", "platform-team#42")
+    );
+    assert!(
+        v.reason.contains("under the authority `platform-team#42`"),
+        "{}",
+        v.reason
+    );
     let v = child.decide(&call("bash", json!({"command": "ls"})));
     assert_eq!(v.decision(), Decision::Allow);
     assert_eq!(v.authorities.len(), 1);
     // The parent's deny rules still come first: no authority relied on.
     let v = child.decide(&call("bash", json!({"command": "rm -rf /"})));
-    assert_eq!((v.decision(), v.stage), (Decision::Deny, ScopeStage::AncestorDeny));
+    assert_eq!(
+        (v.decision(), v.stage),
+        (Decision::Deny, ScopeStage::AncestorDeny)
+    );
     assert!(v.authorities.is_empty());
     // The parent's allow does not bind: the child's own default (ask) replaces it; stricter
     // than the parent, so nothing relied on the expansion.
@@ -189,7 +285,10 @@ fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_a
     assert!(v.authorities.is_empty());
     // A stricter-of grandchild of an expanding scope still relies on it when it allows.
     let grand = child
-        .child("grand", ChildPolicy::Own(policy("grand", "default = \"allow\"")))
+        .child(
+            "grand",
+            ChildPolicy::Own(policy("grand", "default = \"allow\"")),
+        )
         .unwrap();
     let v = grand.decide(&call("write", json!({"path": "/repo/drafts/b.md"})));
     assert_eq!((v.decision(), &*v.scope), (Decision::Allow, "grand"));
@@ -198,21 +297,36 @@ fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_a
     // An inheriting grandchild too.
     let heir = child.child("heir", ChildPolicy::Inherit).unwrap();
     let v = heir.decide(&call("bash", json!({"command": "ls"})));
-    assert_eq!((v.decision(), v.stage, v.authorities.len()), (Decision::Allow, ScopeStage::Inherited, 1));
+    assert_eq!(
+        (v.decision(), v.stage, v.authorities.len()),
+        (Decision::Allow, ScopeStage::Inherited, 1)
+    );
 }
 
 #[test]
 fn scope_names_authorities_and_digests() {
     let main = policy("main", "default = \"ask\"");
     let root = Scope::root("main", main.clone()).unwrap();
-    assert!(matches!(Scope::root("", main.clone()), Err(ScopeError::Name { .. })));
-    assert!(matches!(Scope::root("a b", main.clone()), Err(ScopeError::Name { .. })));
-    assert!(matches!(root.child("main", ChildPolicy::Inherit), Err(ScopeError::Name { .. })));
+    assert!(matches!(
+        Scope::root("", main.clone()),
+        Err(ScopeError::Name { .. })
+    ));
+    assert!(matches!(
+        Scope::root("a b", main.clone()),
+        Err(ScopeError::Name { .. })
+    ));
+    assert!(matches!(
+        root.child("main", ChildPolicy::Inherit),
+        Err(ScopeError::Name { .. })
+    ));
     let expand = |authority: &str| ChildPolicy::Expand {
         policy: main.clone(),
         authority: authority.into(),
     };
-    assert!(matches!(root.child("x", expand(" ")), Err(ScopeError::Authority { .. })));
+    assert!(matches!(
+        root.child("x", expand(" ")),
+        Err(ScopeError::Authority { .. })
+    ));
     // The digest covers the chain: names, policies, authorities.
     let a = root.child("x", expand("one")).unwrap();
     let b = root.child("x", expand("two")).unwrap();
@@ -222,17 +336,29 @@ fn scope_names_authorities_and_digests() {
     assert_ne!(a.digest(), c.digest());
     assert_eq!(c.digest(), d.digest());
     let other_root = Scope::root("main", policy("main", "default = \"deny\"")).unwrap();
-    assert_ne!(other_root.child("x", ChildPolicy::Own(main.clone())).unwrap().digest(), c.digest());
+    assert_ne!(
+        other_root
+            .child("x", ChildPolicy::Own(main.clone()))
+            .unwrap()
+            .digest(),
+        c.digest()
+    );
     let v = c.decide(&call("read", json!({"path": "/a"})));
     assert_eq!(&v.scope_digest, c.digest());
-    assert_eq!(c.chain().iter().map(|s| s.name()).collect::<Vec<_>>(), ["main", "x"]);
+    assert_eq!(
+        c.chain().iter().map(|s| s.name()).collect::<Vec<_>>(),
+        ["main", "x"]
+    );
 }
 
 // ------------------------------------------------------------------ [scope] in files
 
 #[test]
 fn scope_tables_in_policy_files_compose_into_a_scope_set() {
-    let main = loaded("main", "id = \"main\"\ndefault = \"ask\"\nallow = [\"read\"]\ndeny = [\"bash(rm:*)\"]\n");
+    let main = loaded(
+        "main",
+        "id = \"main\"\ndefault = \"ask\"\nallow = [\"read\"]\ndeny = [\"bash(rm:*)\"]\n",
+    );
     let reviewer = loaded(
         "reviewer",
         "default = \"deny\"\nallow = [\"read\", \"write\"]\n\n[scope]\nname = \"reviewer\"\nparent = \"main\"\n",
@@ -242,9 +368,13 @@ fn scope_tables_in_policy_files_compose_into_a_scope_set() {
         "default = \"ask\"\nallow = [\"write\"]\n\n[scope]\nname = \"drafter\"\nparent = \"reviewer\"\nexpands_parent = { authority = \"platform-team\" }\n",
     );
     let helper = loaded("helper", "[scope]\nname = \"helper\"\n");
-    let set = ScopeSet::from_files(&[drafter, main.clone(), helper, reviewer.clone()], env()).unwrap();
+    let set =
+        ScopeSet::from_files(&[drafter, main.clone(), helper, reviewer.clone()], env()).unwrap();
     assert_eq!(set.root().name(), "main");
-    assert_eq!(set.children().map(|s| s.name()).collect::<Vec<_>>(), ["drafter", "helper", "reviewer"]);
+    assert_eq!(
+        set.children().map(|s| s.name()).collect::<Vec<_>>(),
+        ["drafter", "helper", "reviewer"]
+    );
     let write = call("write", json!({"path": "/repo/a"}));
     let reviewer_scope = set.get("reviewer").unwrap();
     assert_eq!(reviewer_scope.parent().unwrap().name(), "main");
@@ -256,20 +386,32 @@ fn scope_tables_in_policy_files_compose_into_a_scope_set() {
     assert_eq!((v.decision(), &*v.scope), (Decision::Allow, "drafter"));
     assert_eq!(&*v.authorities[0].authority, "platform-team");
     let v = drafter_scope.decide(&call("bash", json!({"command": "rm x"})));
-    assert_eq!((v.decision(), &*v.scope, v.stage), (Decision::Deny, "main", ScopeStage::AncestorDeny));
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "main", ScopeStage::AncestorDeny)
+    );
     // A `[scope]` file with nothing else inherits; its parent defaults to the root.
     let helper_scope = set.get("helper").unwrap();
     assert!(helper_scope.policy().is_none());
     assert_eq!(helper_scope.decide(&write).stage, ScopeStage::Inherited);
     // The same declarations give the same digests.
     let again = ScopeSet::from_files(&[main.clone(), reviewer.clone()], env()).unwrap();
-    assert_eq!(again.get("reviewer").unwrap().digest(), reviewer_scope.digest());
+    assert_eq!(
+        again.get("reviewer").unwrap().digest(),
+        reviewer_scope.digest()
+    );
     // Round trip: the table is written back out.
     let text = reviewer.file.write(Format::Toml).unwrap();
     assert!(text.contains("[scope]"), "{text}");
-    assert_eq!(PolicyFile::parse(&text, Format::Toml, "r.toml").unwrap(), reviewer.file);
+    assert_eq!(
+        PolicyFile::parse(&text, Format::Toml, "r.toml").unwrap(),
+        reviewer.file
+    );
     let json_text = reviewer.file.write(Format::Json).unwrap();
-    assert_eq!(PolicyFile::parse(&json_text, Format::Json, "r.json").unwrap(), reviewer.file);
+    assert_eq!(
+        PolicyFile::parse(&json_text, Format::Json, "r.json").unwrap(),
+        reviewer.file
+    );
 }
 
 #[test]
@@ -300,21 +442,56 @@ fn scope_tables_are_checked() {
     assert!(e.contains("authorty"), "{e}");
     // A scope file cannot be merged as a plain policy (it would widen its parent).
     let child = scoped("default = \"allow\"\n[scope]\nname = \"child\"\n");
-    let e = PolicySnapshot::from_files(&[main.clone(), child.clone()], env()).unwrap_err().to_string();
-    assert!(e.contains("subagent scope `child`") && e.contains("child.toml:2"), "{e}");
+    let e = PolicySnapshot::from_files(&[main.clone(), child.clone()], env())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("subagent scope `child`") && e.contains("child.toml:2"),
+        "{e}"
+    );
     // No root.
-    assert!(err(&[child.clone()]).contains("no root policy"));
+    assert!(err(std::slice::from_ref(&child)).contains("no root policy"));
     // Unknown parent, duplicate names, cycles, an expansion with nothing to expand with.
-    assert!(err(&[main.clone(), scoped("default = \"allow\"\n[scope]\nname = \"c\"\nparent = \"nobody\"\n")]).contains("`nobody`"));
+    assert!(
+        err(&[
+            main.clone(),
+            scoped("default = \"allow\"\n[scope]\nname = \"c\"\nparent = \"nobody\"\n")
+        ])
+        .contains("`nobody`")
+    );
     assert!(err(&[main.clone(), child.clone(), child.clone()]).contains("declared twice"));
-    assert!(err(&[main.clone(), scoped("default = \"allow\"\n[scope]\nname = \"main\"\n")]).contains("names the root"));
-    let a = loaded("a", "default = \"allow\"\n[scope]\nname = \"a\"\nparent = \"b\"\n");
-    let b = loaded("b", "default = \"allow\"\n[scope]\nname = \"b\"\nparent = \"a\"\n");
+    assert!(
+        err(&[
+            main.clone(),
+            scoped("default = \"allow\"\n[scope]\nname = \"main\"\n")
+        ])
+        .contains("names the root")
+    );
+    let a = loaded(
+        "a",
+        "default = \"allow\"\n[scope]\nname = \"a\"\nparent = \"b\"\n",
+    );
+    let b = loaded(
+        "b",
+        "default = \"allow\"\n[scope]\nname = \"b\"\nparent = \"a\"\n",
+    );
     assert!(err(&[main.clone(), a, b]).contains("its own ancestor"));
-    assert!(err(&[main.clone(), scoped("[scope]\nname = \"c\"\nexpands_parent = { authority = \"x\" }\n")]).contains("no policy of its own"));
+    assert!(
+        err(&[
+            main.clone(),
+            scoped("[scope]\nname = \"c\"\nexpands_parent = { authority = \"x\" }\n")
+        ])
+        .contains("no policy of its own")
+    );
     assert!(err(&[main.clone(), scoped("default = \"allow\"\n[scope]\nname = \"c\"\nexpands_parent = { authority = \"\" }\n")]).contains("authority"));
     // A scope file's own policy must build (a default is still required).
-    assert!(err(&[main.clone(), scoped("allow = [\"read\"]\n[scope]\nname = \"c\"\n")]).contains("no `default`"));
+    assert!(
+        err(&[
+            main.clone(),
+            scoped("allow = [\"read\"]\n[scope]\nname = \"c\"\n")
+        ])
+        .contains("no `default`")
+    );
 }
 
 // ------------------------------------------------------------------ alpineagents reference
@@ -329,7 +506,10 @@ fn ran(scope: &Scope, calls: &Value) -> Vec<String> {
         .filter_map(|c| {
             let tool = c["name"].as_str().unwrap();
             let v = scope.decide(&call(tool, c["args"].clone()));
-            let first = c["args"].get("command").or_else(|| c["args"].get("path")).unwrap();
+            let first = c["args"]
+                .get("command")
+                .or_else(|| c["args"].get("path"))
+                .unwrap();
             (v.decision() == Decision::Allow).then(|| format!("{tool} {}", first.as_str().unwrap()))
         })
         .collect()
@@ -346,10 +526,14 @@ fn as_policy(list: &str) -> Option<&'static str> {
         }
         "[DenyByName([\"bash\"]), AllowByDefault()]" => "default = \"allow\"\ndeny = [\"bash\"]",
         "[AllowByDefault()]" => "default = \"allow\"",
-        "[AllowByName([\"helper\",\"read_file\"])]" => "default = \"deny\"\nallow = [\"helper\", \"read_file\"]",
+        "[AllowByName([\"helper\",\"read_file\"])]" => {
+            "default = \"deny\"\nallow = [\"helper\", \"read_file\"]"
+        }
         "[AllowByName([\"write_file\"])]" => "default = \"deny\"\nallow = [\"write_file\"]",
         "[]" => "default = \"deny\"",
-        "[DenyByName([\"write_file\"]), AllowByDefault()]" => "default = \"allow\"\ndeny = [\"write_file\"]",
+        "[DenyByName([\"write_file\"]), AllowByDefault()]" => {
+            "default = \"allow\"\ndeny = [\"write_file\"]"
+        }
         _ => return None,
     })
 }
@@ -372,7 +556,10 @@ fn alpineagents_subagent_reference_cases() {
                 // Discussed in docs/policy.md ("Scopes and the alpineagents reference"): the
                 // text the parent sees for a stopped subagent is the runtime's, and a
                 // permission's stop flag is tested with permissions.
-                assert_eq!(case["expect"]["parent_tool_result_for_helper"], "(helper was stopped by the user: no way)");
+                assert_eq!(
+                    case["expect"]["parent_tool_result_for_helper"],
+                    "(helper was stopped by the user: no way)"
+                );
             }
             "subagent_rules" => subagent_rules(&case["expect"]),
             _ => {
@@ -380,7 +567,10 @@ fn alpineagents_subagent_reference_cases() {
                 let child_list = case["child_permissions"].as_str().unwrap();
                 let parent = match parent_list {
                     "None" => policy("parent", "default = \"allow\""),
-                    list => policy("parent", as_policy(list).unwrap_or_else(|| panic!("{name}: {list}"))),
+                    list => policy(
+                        "parent",
+                        as_policy(list).unwrap_or_else(|| panic!("{name}: {list}")),
+                    ),
                 };
                 let root = Scope::root("parent", parent).unwrap();
                 let want: Vec<String> = {
@@ -404,7 +594,10 @@ fn alpineagents_subagent_reference_cases() {
                         assert_eq!(sorted(ran(&child, calls)), want, "{name}");
                     }
                     list => {
-                        let own = policy("helper", as_policy(list).unwrap_or_else(|| panic!("{name}: {list}")));
+                        let own = policy(
+                            "helper",
+                            as_policy(list).unwrap_or_else(|| panic!("{name}: {list}")),
+                        );
                         // alpineagents' own-list semantics: replacement, under a named authority.
                         let expand = root
                             .child(
@@ -422,9 +615,11 @@ fn alpineagents_subagent_reference_cases() {
                         let strict_ran = sorted(ran(&strict, calls));
                         if name.contains("parent's allow/decide permissions do not apply") {
                             assert_eq!(strict_ran, Vec::<String>::new(), "{name} (stricter-of)");
-                            let v = strict.decide(&call("write_file", json!({"path": "w", "content": "x"})));
+                            let v = strict
+                                .decide(&call("write_file", json!({"path": "w", "content": "x"})));
                             assert_eq!((&*v.scope, v.stage), ("parent", ScopeStage::Stricter));
-                            let v = expand.decide(&call("write_file", json!({"path": "w", "content": "x"})));
+                            let v = expand
+                                .decide(&call("write_file", json!({"path": "w", "content": "x"})));
                             assert_eq!(&*v.authorities[0].authority, "alpineagents");
                         } else {
                             assert_eq!(strict_ran, want, "{name} (stricter-of)");
@@ -442,10 +637,26 @@ fn alpineagents_subagent_reference_cases() {
 /// (nothing records who was asked), so the observable order is which scope a denial names.
 fn three_levels() {
     let scopes = |parent_denies: bool, child_denies: bool| {
-        let deny = |yes: bool| if yes { "default = \"allow\"\ndeny = [\"w\"]" } else { "default = \"allow\"" };
+        let deny = |yes: bool| {
+            if yes {
+                "default = \"allow\"\ndeny = [\"w\"]"
+            } else {
+                "default = \"allow\""
+            }
+        };
         let parent = Scope::root("parent", policy("parent", deny(parent_denies))).unwrap();
-        let child = parent.child("child", ChildPolicy::Own(policy("child", deny(child_denies)))).unwrap();
-        child.child("grand", ChildPolicy::Own(policy("grand", "default = \"allow\"\ndeny = [\"w\"]"))).unwrap()
+        let child = parent
+            .child(
+                "child",
+                ChildPolicy::Own(policy("child", deny(child_denies))),
+            )
+            .unwrap();
+        child
+            .child(
+                "grand",
+                ChildPolicy::Own(policy("grand", "default = \"allow\"\ndeny = [\"w\"]")),
+            )
+            .unwrap()
     };
     let w = call("w", json!({"x": 1}));
     let v = scopes(true, true).decide(&w);
@@ -460,25 +671,41 @@ fn three_levels() {
 fn subagent_rules(expect: &Value) {
     let parent = Scope::root(
         "lead",
-        policy("lead", "default = \"deny\"\ndeny = [\"delete_*\"]\nallow = [\"read_file\"]"),
+        policy(
+            "lead",
+            "default = \"deny\"\ndeny = [\"delete_*\"]\nallow = [\"read_file\"]",
+        ),
     )
     .unwrap();
     let read = call("read_file", json!({"path": "a"}));
     let delete = call("delete_file", json!({"path": "a"}));
     let write = call("write_file", json!({"path": "a"}));
     // "child permissions not given (or None)": the parent's whole effective list.
-    assert!(expect["child permissions not given (or None)"].as_str().unwrap().contains("whole effective list"));
+    assert!(
+        expect["child permissions not given (or None)"]
+            .as_str()
+            .unwrap()
+            .contains("whole effective list")
+    );
     let heir = parent.child("editor", ChildPolicy::Inherit).unwrap();
     assert_eq!(heir.decide(&read).decision(), Decision::Allow);
     assert_eq!(heir.decide(&write).decision(), Decision::Deny);
     // "child has own list": the parent's denials (top run first), then the child's own list;
     // the parent's allow permissions are not asked.
-    assert!(expect["child has own list"].as_str().unwrap().contains("NOT asked"));
+    assert!(
+        expect["child has own list"]
+            .as_str()
+            .unwrap()
+            .contains("NOT asked")
+    );
     let own = parent
         .child(
             "drafter",
             ChildPolicy::Expand {
-                policy: policy("drafter", "default = \"deny\"\nallow = [\"write_file\", \"delete_file\"]"),
+                policy: policy(
+                    "drafter",
+                    "default = \"deny\"\nallow = [\"write_file\", \"delete_file\"]",
+                ),
                 authority: "lead".into(),
             },
         )
@@ -488,7 +715,12 @@ fn subagent_rules(expect: &Value) {
     assert_eq!(own.decide(&read).decision(), Decision::Deny);
     // "another Agent … with no list of its own: denials then an implicit AllowByDefault": an
     // expanding scope whose policy allows everything.
-    assert!(expect["another Agent checking/running inside a subagent's run"].as_str().unwrap().contains("implicit AllowByDefault"));
+    assert!(
+        expect["another Agent checking/running inside a subagent's run"]
+            .as_str()
+            .unwrap()
+            .contains("implicit AllowByDefault")
+    );
     let other = own
         .child(
             "other",
@@ -518,7 +750,12 @@ const DENY_POOL: &[&str] = &[
     "web_fetch(domain:evil.com)",
     "mcp__*",
 ];
-const ASK_POOL: &[&str] = &["bash(git:*)", "write(/repo/src/**)", "read(.env)", "web_fetch"];
+const ASK_POOL: &[&str] = &[
+    "bash(git:*)",
+    "write(/repo/src/**)",
+    "read(.env)",
+    "web_fetch",
+];
 const ALLOW_POOL: &[&str] = &[
     "bash",
     "bash(rm:*)",
@@ -588,7 +825,11 @@ fn level() -> impl Strategy<Value = Level> {
         pick(DENY_POOL),
         pick(ASK_POOL),
         pick(ALLOW_POOL),
-        prop_oneof![Just(Decision::Allow), Just(Decision::Ask), Just(Decision::Deny)],
+        prop_oneof![
+            Just(Decision::Allow),
+            Just(Decision::Ask),
+            Just(Decision::Deny)
+        ],
         0u8..3,
     )
         .prop_map(|(deny, ask, allow, default, mode)| Level {
