@@ -14,8 +14,14 @@
 //! - an allow rule that a bare deny or ask rule of its tool (or a tool-name glob) always beats,
 //!   with no carve-out reaching it, is not listed at all;
 //! - a deny or ask rule is listed with the carve-outs that cancel it;
-//! - what the default (or a preset) answers for calls no rule decides is stated per class of
-//!   tool, and when that answer is allow, the class is listed as allowed, with its exceptions.
+//! - what the hint rules, the preset or the default answer for calls no rule decides is stated
+//!   per class of tool, and when that answer is allow, the class is listed as allowed, with its
+//!   exceptions;
+//! - operating modes only narrow: a grant a mode caps for its tool is not listed (a `bash`
+//!   grant a mode caps only outside read-only commands is listed with that exception), and the
+//!   caps are stated per class;
+//! - programmable permissions are named with their kind (a deny or decide kind may take back
+//!   what the grants claim).
 //!
 //! ```
 //! use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
@@ -45,6 +51,7 @@ use crate::compile::{CompiledRule, PolicySnapshot};
 use crate::decl::{Decision, ListKind};
 use crate::hints::{HintRules, Hints};
 use crate::matcher::MatcherKind;
+use crate::mode::Mode;
 use crate::permission::{PermissionInfo, PermissionKind};
 use crate::preset::ToolClass;
 
@@ -76,6 +83,12 @@ pub struct AuthorizationBoundary {
     /// Programmable permissions, in registration order: code that may deny (deny and decide
     /// kinds) what the grants above claim, or allow (allow and decide kinds) more.
     pub permissions: Vec<PermissionInfo>,
+    /// The operating modes in force.
+    pub modes: Vec<Mode>,
+    /// Per class of call, the strictest cap the modes put on it (`decision` `deny`, or `ask`
+    /// answered only by an approval receipt; `by` is `mode:NAME`); classes they leave to the
+    /// policy are not listed.
+    pub mode_caps: Vec<Fallback>,
 }
 
 /// A class of tool calls, as the default and presets see them.
@@ -123,6 +136,17 @@ impl CallClass {
             CallClass::Fetches | CallClass::OtherTools | CallClass::TrustedMcpTools => {
                 (None, false)
             }
+        }
+    }
+
+    /// The tool whose hints stand for the class (`None`: the cautious defaults).
+    fn sample_tool(self) -> Option<&'static str> {
+        match self {
+            CallClass::Reads => Some("read"),
+            CallClass::Writes => Some("edit"),
+            CallClass::Fetches => Some("web_fetch"),
+            CallClass::Commands | CallClass::ReadOnlyCommands => Some("bash"),
+            CallClass::OtherTools | CallClass::TrustedMcpTools => None,
         }
     }
 
@@ -181,6 +205,11 @@ pub struct Limit {
     /// A bare ask rule (or a tool-name glob): a call that runs confined (containment the backend
     /// proves) is allowed instead of asked about.
     pub confined_allows: bool,
+    /// An ask rule whose calls an operating mode denies anyway (`mode:NAME`); for `bash`, all
+    /// but read-only commands when `read_only_excepted`.
+    pub denied_by_mode: Option<String>,
+    /// With `denied_by_mode` on a `bash` rule: read-only commands are not denied by the mode.
+    pub read_only_excepted: bool,
 }
 
 /// What a grant covers.
@@ -220,6 +249,12 @@ pub enum Effect {
     NeedsApproval,
     /// An allow-list carve-out: the allow rule does not cover the call.
     NotCovered,
+    /// An operating mode (`rule` is `mode:NAME`) denies the grant's commands that are not
+    /// read-only.
+    ModeDenies,
+    /// An operating mode (`rule` is `mode:NAME`) holds the grant's commands that are not
+    /// read-only for an approval receipt.
+    ModeNeedsReceipt,
 }
 
 /// A rule that takes precedence over a grant where it matches.
@@ -231,6 +266,17 @@ pub struct Exception {
     pub rule: String,
     /// Carve-outs that cancel it (for the grant's tools).
     pub carved_out: Vec<String>,
+}
+
+/// What the operating modes leave of a tool's allowed calls.
+#[derive(Clone, Copy)]
+enum ToolCap {
+    /// The policy decides.
+    Open,
+    /// Every call is capped at this decision by this mode.
+    Capped(Decision, Mode),
+    /// `bash`: read-only commands are left to the policy, the others capped.
+    ReadOnlyOnly(Decision, Mode),
 }
 
 /// A set of tools a grant is about.
@@ -272,7 +318,9 @@ impl Tools<'_> {
 
 impl PolicySnapshot {
     /// The authorization boundary this snapshot enforces, for a model's prompt (seed 004).
-    /// Computed from the compiled rules, the default and the preset; never from directives.
+    /// Computed from the compiled rules, the hint rules, the preset, the default, the operating
+    /// modes and the registered permissions; never from directives. A subagent scope is
+    /// narrowed further by its ancestors, which this snapshot alone does not show.
     pub fn describe(&self) -> AuthorizationBoundary {
         let undecided = self.undecided();
         let mut reads = Vec::new();
@@ -287,7 +335,10 @@ impl PolicySnapshot {
             if self.always_restricted(tool) {
                 continue;
             }
-            let mut exceptions = self.exceptions(Tools::One(tool));
+            let Some(mut exceptions) = self.mode_exceptions(self.tool_cap(tool)) else {
+                continue;
+            };
+            exceptions.extend(self.exceptions(Tools::One(tool)));
             exceptions.extend(
                 self.carve_outs(r, Tools::One(tool))
                     .into_iter()
@@ -324,10 +375,25 @@ impl PolicySnapshot {
             self.rules
                 .iter()
                 .filter(|r| r.list == list && !r.carve_out)
-                .map(|r| Limit {
-                    rule: self.rule_ref(r),
-                    carved_out: self.carve_outs_any(r),
-                    confined_allows: r.list == ListKind::Ask && r.pattern.is_none(),
+                .map(|r| {
+                    let cap = match (r.list, &r.tool_glob) {
+                        (ListKind::Ask, None) => self.tool_cap(r.rule.tool()),
+                        _ => ToolCap::Open,
+                    };
+                    let (denied_by_mode, read_only_excepted) = match cap {
+                        ToolCap::Capped(Decision::Deny, m) => (Some(format!("mode:{m}")), false),
+                        ToolCap::ReadOnlyOnly(Decision::Deny, m) => {
+                            (Some(format!("mode:{m}")), true)
+                        }
+                        _ => (None, false),
+                    };
+                    Limit {
+                        rule: self.rule_ref(r),
+                        carved_out: self.carve_outs_any(r),
+                        confined_allows: r.list == ListKind::Ask && r.pattern.is_none(),
+                        denied_by_mode,
+                        read_only_excepted,
+                    }
                 })
                 .collect()
         };
@@ -343,21 +409,87 @@ impl PolicySnapshot {
             approvers: self.approvers.names().map(str::to_owned).collect(),
             hint_rules: self.hints.clone(),
             permissions: self.permissions.clone(),
+            modes: self.modes.clone(),
+            mode_caps: self.mode_caps(),
         }
+    }
+
+    /// The strictest cap the active modes put on a subject of `tool` (`None`: not a built-in
+    /// tool, the cautious hints), if any is stricter than allow, and the mode.
+    fn mode_ceiling(&self, tool: Option<&str>, read_only: bool) -> Option<(Decision, Mode)> {
+        let hints = match tool {
+            Some(t) => self.hints.believed(t, read_only, None),
+            None => Hints::default(),
+        };
+        let class = tool.and_then(ToolClass::of);
+        self.modes
+            .iter()
+            .map(|m| (Mode::ceiling(m.cap(class, &hints)), *m))
+            .max_by_key(|(ceiling, _)| *ceiling)
+            .filter(|(ceiling, _)| *ceiling > Decision::Allow)
+    }
+
+    /// What the modes leave of `tool`'s calls. A tool outside the built-ins is capped as its
+    /// cautious hints are (a trusted MCP tool declaring itself read-only may get more).
+    fn tool_cap(&self, tool: &str) -> ToolCap {
+        let known = Hints::builtin(tool).is_some() || tool == "bash";
+        let tool = known.then_some(tool);
+        match self.mode_ceiling(tool, false) {
+            None => ToolCap::Open,
+            Some((d, m)) if tool == Some("bash") && self.mode_ceiling(tool, true).is_none() => {
+                ToolCap::ReadOnlyOnly(d, m)
+            }
+            Some((d, m)) => ToolCap::Capped(d, m),
+        }
+    }
+
+    /// A grant's exceptions for a cap; `None` when the cap takes the whole grant away.
+    fn mode_exceptions(&self, cap: ToolCap) -> Option<Vec<Exception>> {
+        match cap {
+            ToolCap::Open => Some(Vec::new()),
+            ToolCap::Capped(..) => None,
+            ToolCap::ReadOnlyOnly(d, m) => Some(vec![Exception {
+                effect: if d == Decision::Deny {
+                    Effect::ModeDenies
+                } else {
+                    Effect::ModeNeedsReceipt
+                },
+                rule: format!("mode:{m}"),
+                carved_out: Vec::new(),
+            }]),
+        }
+    }
+
+    /// Per class, the strictest cap the modes put on it.
+    fn mode_caps(&self) -> Vec<Fallback> {
+        [
+            CallClass::Reads,
+            CallClass::Writes,
+            CallClass::ReadOnlyCommands,
+            CallClass::Commands,
+            CallClass::Fetches,
+            CallClass::OtherTools,
+        ]
+        .into_iter()
+        .filter_map(|class| {
+            let read_only = class == CallClass::ReadOnlyCommands;
+            let (decision, mode) = self.mode_ceiling(class.sample_tool(), read_only)?;
+            Some(Fallback {
+                class,
+                decision,
+                by: format!("mode:{mode}"),
+            })
+        })
+        .collect()
     }
 
     /// What the preset or the default answers for each class of call no rule decides.
     fn undecided(&self) -> Vec<Fallback> {
         let answer = |class: CallClass| {
             let (tool_class, read_only) = class.tool_class();
-            let hints = match class {
-                CallClass::Reads => self.hints.believed("read", false, None),
-                CallClass::Writes => self.hints.believed("edit", false, None),
-                CallClass::Fetches => self.hints.believed("web_fetch", false, None),
-                CallClass::Commands | CallClass::ReadOnlyCommands => {
-                    self.hints.believed("bash", read_only, None)
-                }
-                CallClass::OtherTools | CallClass::TrustedMcpTools => Hints::default(),
+            let hints = match class.sample_tool() {
+                Some(tool) => self.hints.believed(tool, read_only, None),
+                None => Hints::default(),
             };
             if let Some((decision, name)) = self.hints.decide(&hints) {
                 return Fallback {
@@ -398,6 +530,16 @@ impl PolicySnapshot {
     /// The grant of a class the fallback allows, without the tools a bare deny or ask rule
     /// always takes; `None` when nothing is left.
     fn undecided_grant(&self, f: &Fallback) -> Option<Grant> {
+        let cap = match f.class {
+            CallClass::Commands => self.tool_cap("bash"),
+            class => {
+                match self.mode_ceiling(class.sample_tool(), class == CallClass::ReadOnlyCommands) {
+                    Some((d, m)) => ToolCap::Capped(d, m),
+                    None => ToolCap::Open,
+                }
+            }
+        };
+        let mut exceptions = self.mode_exceptions(cap)?;
         let tools: Vec<&str> = f
             .class
             .tools()
@@ -415,8 +557,9 @@ impl PolicySnapshot {
             _ if tools.is_empty() => return None,
             _ => Tools::Class(&tools),
         };
+        exceptions.extend(self.exceptions(set));
         Some(Grant {
-            exceptions: self.exceptions(set),
+            exceptions,
             scope: GrantScope::Undecided {
                 class: f.class,
                 tools: tools.iter().map(|t| (*t).to_owned()).collect(),
@@ -434,7 +577,7 @@ impl PolicySnapshot {
             self.hints.open_world,
         ]
         .contains(&Some(Decision::Allow));
-        if !allows || self.hints.trust_mcp.is_empty() {
+        if !allows || self.hints.trust_mcp.is_empty() || self.mode_ceiling(None, false).is_some() {
             return None;
         }
         Some(Grant {
@@ -566,6 +709,16 @@ impl AuthorizationBoundary {
         for l in self.default_lines().into_iter().chain(self.hint_lines()) {
             line(&l);
         }
+        if !self.modes.is_empty() {
+            line("The operating modes below narrow this, and every grant that follows.");
+        }
+        if !self.modes.is_empty() {
+            line("");
+            line("## Operating modes");
+            for l in self.mode_lines() {
+                line(&l);
+            }
+        }
         for (heading, grants) in [
             ("## Allowed reads", &self.reads),
             ("## Allowed writes", &self.writes),
@@ -607,6 +760,14 @@ impl AuthorizationBoundary {
                     .as_deref()
                     .map(|n| format!(" (note: {})", one_line(n)))
                     .unwrap_or_default();
+                let mode = match (&l.denied_by_mode, l.read_only_excepted) {
+                    (Some(m), false) => format!(" ({} denies them anyway)", by_phrase(m)),
+                    (Some(m), true) => format!(
+                        " ({} denies them anyway, read-only commands excepted)",
+                        by_phrase(m)
+                    ),
+                    (None, _) => String::new(),
+                };
                 let confined = if l.confined_allows {
                     ", unless the call runs confined (containment the backend proves), which \
                      allows it"
@@ -614,7 +775,7 @@ impl AuthorizationBoundary {
                     ""
                 };
                 line(&format!(
-                    "- {}: {} {verb}{confined}{note}",
+                    "- {}: {} {verb}{confined}{mode}{note}",
                     code(&l.rule.rule),
                     subject(&l.rule)
                 ));
@@ -733,6 +894,35 @@ impl AuthorizationBoundary {
         vec![text]
     }
 
+    fn mode_lines(&self) -> Vec<String> {
+        let names: Vec<String> = self.modes.iter().map(|m| code(m.name())).collect();
+        let mut lines = vec![format!(
+            "Active: {}. Modes only narrow: whatever the rules and the default say,",
+            names.join(", ")
+        )];
+        if self.mode_caps.is_empty() {
+            lines.push("- they cap no class of call here.".to_owned());
+        }
+        let read_only_open = !self
+            .mode_caps
+            .iter()
+            .any(|c| c.class == CallClass::ReadOnlyCommands);
+        lines.extend(self.mode_caps.iter().map(|c| {
+            let what = match c.decision {
+                Decision::Deny => "denied".to_owned(),
+                _ => "at most need approval, and only an approval receipt answers".to_owned(),
+            };
+            let class = match c.class {
+                CallClass::Commands if read_only_open => {
+                    "commands (`bash`) other than read-only ones"
+                }
+                class => class.phrase(),
+            };
+            format!("- {class}: {what} ({})", by_phrase(&c.by))
+        }));
+        lines
+    }
+
     fn permission_lines(&self) -> Vec<String> {
         self.permissions
             .iter()
@@ -768,6 +958,9 @@ impl fmt::Display for AuthorizationBoundary {
 fn by_phrase(by: &str) -> String {
     if let Some(preset) = by.strip_prefix("preset:") {
         return format!("the {} preset", code(preset));
+    }
+    if let Some(mode) = by.strip_prefix("mode:") {
+        return format!("the {} mode", code(mode));
     }
     if let Some(hint) = by.strip_prefix("hint:") {
         return format!("the {hint} hint rule");
@@ -853,6 +1046,15 @@ fn exception_line(e: &Exception) -> String {
         Effect::Denied => format!("  - except where {rule} denies{carved}"),
         Effect::NeedsApproval => format!("  - except where {rule} needs approval{carved}"),
         Effect::NotCovered => format!("  - except where {rule} carves it out"),
+        Effect::ModeDenies => format!(
+            "  - only commands Warden classifies as read-only: {} denies the others",
+            by_phrase(&e.rule)
+        ),
+        Effect::ModeNeedsReceipt => format!(
+            "  - only commands Warden classifies as read-only: {} needs an approval receipt for \
+             the others",
+            by_phrase(&e.rule)
+        ),
     }
 }
 

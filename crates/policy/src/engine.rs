@@ -192,7 +192,29 @@ impl Prepared {
 
 impl PolicySnapshot {
     /// Decides one call. Pure and deterministic.
+    ///
+    /// A snapshot that declares programmable permissions is decided only with them
+    /// ([`crate::permission::decide_with_permissions`]): deciding it here denies, so a deny
+    /// permission is never skipped by a caller that forgot it.
     pub fn decide(&self, call: &Call) -> Verdict {
+        if !self.permissions.is_empty() {
+            let names: Vec<&str> = self.permissions.iter().map(|p| p.name.as_str()).collect();
+            let mut v = self.decide_by_rules(call);
+            v.decision = Decision::Deny;
+            v.rule = None;
+            v.source = None;
+            v.reason = format!(
+                "this policy declares programmable permissions ({}), which only decide_with_permissions runs: denied",
+                names.join(", ")
+            )
+            .into();
+            return v;
+        }
+        self.decide_by_rules(call)
+    }
+
+    /// Decides one call by the declarative policy alone (rules, hints, preset, modes).
+    pub(crate) fn decide_by_rules(&self, call: &Call) -> Verdict {
         let split = self.split(call, false);
         self.fold(call, split)
     }
@@ -601,38 +623,51 @@ impl PolicySnapshot {
         call: &Call,
         v: SubjectVerdict,
     ) -> SubjectVerdict {
-        if self.modes.is_empty() || v.decision == Decision::Deny || v.neutral {
+        if v.neutral {
             return v;
         }
-        let tool = p.subject.tool.as_str();
+        match self.mode_cap(p.subject.tool.as_str(), p.read_only, call, v.decision) {
+            Some((decision, reason)) => SubjectVerdict {
+                decision,
+                rule: None,
+                source: None,
+                reason,
+                ..v
+            },
+            None => v,
+        }
+    }
+
+    /// The narrowest operating mode's cap on a subject of `tool` the policy decided
+    /// `decided`, when it is stricter: the capped decision and its reason.
+    fn mode_cap(
+        &self,
+        tool: &str,
+        read_only: bool,
+        call: &Call,
+        decided: Decision,
+    ) -> Option<(Decision, Arc<str>)> {
+        if self.modes.is_empty() || decided == Decision::Deny {
+            return None;
+        }
         let declared = call.hints.filter(|_| call.tool == tool);
-        let hints = self.hints.believed(tool, p.read_only, declared);
+        let hints = self.hints.believed(tool, read_only, declared);
         let class = crate::preset::ToolClass::of(tool);
-        let narrowest = self
+        let (ceiling, mode) = self
             .modes
             .iter()
             .map(|m| (crate::mode::Mode::ceiling(m.cap(class, &hints)), *m))
-            .max_by_key(|(ceiling, _)| *ceiling);
-        match narrowest {
-            Some((ceiling, mode)) if ceiling > v.decision => {
-                let reason = match ceiling {
-                    Decision::Deny => {
-                        format!("the {mode} mode does not allow this {tool} call: denied")
-                    }
-                    _ => format!(
-                        "the {mode} mode needs an approval receipt for a destructive or open-world {tool} call"
-                    ),
-                };
-                SubjectVerdict {
-                    decision: ceiling,
-                    rule: None,
-                    source: None,
-                    reason: reason.into(),
-                    ..v
-                }
-            }
-            _ => v,
+            .max_by_key(|(ceiling, _)| *ceiling)?;
+        if ceiling <= decided {
+            return None;
         }
+        let reason = match ceiling {
+            Decision::Deny => format!("the {mode} mode does not allow this {tool} call: denied"),
+            _ => format!(
+                "the {mode} mode needs an approval receipt for a destructive or open-world {tool} call"
+            ),
+        };
+        Some((ceiling, reason.into()))
     }
 
     fn decide_subject_by_rules(&self, p: &Prepared, call: &Call) -> SubjectVerdict {
@@ -746,10 +781,14 @@ impl PolicySnapshot {
                     Decision::Deny => "denies",
                 };
                 let class = match (class, read_only) {
-                    (Some(crate::preset::ToolClass::Execute), true) => "read-only commands",
+                    (Some(crate::preset::ToolClass::Execute), true)
+                        if preset == crate::preset::Preset::ReadOnly =>
+                    {
+                        "read-only commands"
+                    }
                     (Some(crate::preset::ToolClass::Read), _) => "read tools",
                     (Some(crate::preset::ToolClass::Edit), _) => "edit tools",
-                    (Some(crate::preset::ToolClass::Execute), false) => "command tools",
+                    (Some(crate::preset::ToolClass::Execute), _) => "command tools",
                     (None, _) => "every tool",
                 };
                 let reason = format!("no rule decides {tool}; the {preset} preset {what} {class}");
@@ -793,6 +832,9 @@ impl PolicySnapshot {
                 // Only constraints, none of which restricted: the call's own tool takes the
                 // default.
                 let (decision, reason) = self.fallback(&call.tool, false);
+                let (decision, reason) = self
+                    .mode_cap(&call.tool, false, call, decision)
+                    .unwrap_or((decision, reason));
                 Verdict {
                     decision,
                     rule: None,

@@ -471,7 +471,7 @@ pub fn decide_with_permissions(
             permission: e.info.clone(),
         });
     }
-    let mut run = Run::new(snapshot, call);
+    let run = Run::new(snapshot, call);
     for e in permissions.in_order() {
         if !run.asks(e.info.kind) {
             break;
@@ -499,7 +499,7 @@ pub async fn decide_with_permissions_async(
     call: &Call,
 ) -> Result<PermissionVerdict, DecideError> {
     permissions.matches(snapshot)?;
-    let mut run = Run::new(snapshot, call);
+    let run = Run::new(snapshot, call);
     for e in permissions.in_order() {
         if !run.asks(e.info.kind) {
             break;
@@ -542,7 +542,7 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     fn new(snapshot: &'a PolicySnapshot, call: &'a Call) -> Self {
-        let mut verdict = snapshot.decide(call);
+        let mut verdict = snapshot.decide_by_rules(call);
         let prepared = snapshot.prepared_subjects(call);
         if verdict.subjects.is_empty() || prepared.len() != verdict.subjects.len() {
             // A call that could not be split is denied whatever a permission says; the two
@@ -608,7 +608,7 @@ impl<'a> Run<'a> {
 
     /// Takes one permission's result: `Some` when it decided.
     fn absorb(
-        &mut self,
+        &self,
         info: &PermissionInfo,
         result: Result<Option<Answer>, PermissionError>,
     ) -> Result<Option<PermissionVerdict>, DecideError> {
@@ -664,7 +664,7 @@ impl<'a> Run<'a> {
 
     /// The verdict once a permission answered `decision` for every subject it reaches.
     fn decide(
-        &mut self,
+        &self,
         info: &PermissionInfo,
         decision: Decision,
         reason: Arc<str>,

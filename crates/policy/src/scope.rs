@@ -18,6 +18,9 @@
 //!    lead's allow and decide permissions), and every verdict that relied on it (one looser than
 //!    the stricter-of verdict would have been) names that authority in
 //!    [`ScopeVerdict::authorities`].
+//! 4. Every ancestor's operating modes (`[modes]`) still cap the verdict: an expansion replaces
+//!    allow rules, ask rules and default, never the modes a run is in
+//!    ([`ScopeStage::AncestorMode`]).
 //!
 //! Scopes are composed from snapshots in code ([`Scope::root`], [`Scope::child`]), or declared
 //! in policy files with a `[scope]` table and composed by [`ScopeSet::from_files`].
@@ -176,6 +179,9 @@ pub enum ScopeStage {
     Inherited,
     /// An ancestor's verdict was stricter than the scope's own (stricter-of).
     Stricter,
+    /// An ancestor's operating mode (`[modes]`) narrowed the verdict of a scope below an
+    /// expansion: an expansion replaces allow rules, ask rules and default, never modes.
+    AncestorMode,
 }
 
 /// An expansion a verdict relied on.
@@ -362,19 +368,45 @@ impl Scope {
             return verdict(self.nearest.decide(call), n, ScopeStage::Own, Vec::new());
         };
         let (index, decided) = &own[at];
-        // 3. The expansions the verdict relied on: without each, would it be stricter?
+        // 3. Every ancestor's operating modes still cap the verdict: an expansion replaces a
+        // parent's allow rules, ask rules and default, not the modes the run is in. (Without an
+        // expansion this never binds: every scope's own verdict is capped by its own modes.)
+        let ceiling = chain[..n]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, s.policy.as_ref()?.modes_ceiling(call)?)))
+            .fold(None::<(usize, SubjectVerdict)>, |best, (i, c)| match best {
+                Some((_, ref b)) if b.decision >= c.decision => best,
+                _ => Some((i, c)),
+            });
+        let floor = ceiling
+            .as_ref()
+            .map_or(Decision::Allow, |(_, c)| c.decision);
+        // 4. The expansions the verdict relied on: without each, would it be stricter?
         let authorities = chain
             .iter()
             .enumerate()
             .filter_map(|(i, s)| {
                 let authority = s.authority.as_ref()?;
                 let without = fold(Some(i)).map(|k| own[k].1.decision)?;
-                (without > decided.decision).then(|| ScopeAuthority {
+                (without.max(floor) > decided.decision.max(floor)).then(|| ScopeAuthority {
                     scope: s.name.clone(),
                     authority: authority.clone(),
                 })
             })
             .collect();
+        if let Some((i, capped)) = ceiling.filter(|(_, c)| c.decision > decided.decision) {
+            let mut v = decided.clone();
+            v.decision = capped.decision;
+            v.rule = None;
+            v.source = None;
+            v.reason = capped.reason.clone();
+            v.subject = (v.subjects.len() > 1).then(|| capped.text.clone());
+            if let Some(p) = &chain[i].policy {
+                v.policy_digest = p.digest().clone();
+            }
+            return verdict(v, i, ScopeStage::AncestorMode, authorities);
+        }
         let stage = if *index == n {
             ScopeStage::Own
         } else if chain[n].policy.is_none() {
@@ -415,6 +447,9 @@ fn scope_reason(
             out.push_str(&format!(", whose deny rules bind its subagent `{caller}`"))
         }
         ScopeStage::Inherited => out.push_str(&format!(", inherited by `{caller}`")),
+        ScopeStage::AncestorMode => out.push_str(&format!(
+            ", whose operating mode binds its subagent `{caller}`"
+        )),
         ScopeStage::Stricter => {
             out.push_str(&format!(", stricter than the own policy of `{caller}`"))
         }
@@ -506,6 +541,31 @@ impl PolicySnapshot {
             reason,
             neutral: false,
         })
+    }
+
+    /// The strictest cap this policy's operating modes put on the call (a subject verdict
+    /// with the mode's decision and reason), or `None` when they leave it to the rules.
+    pub(crate) fn modes_ceiling(&self, call: &Call) -> Option<SubjectVerdict> {
+        if self.modes.is_empty() {
+            return None;
+        }
+        let mut strictest: Option<SubjectVerdict> = None;
+        for p in self.prepared_subjects(call) {
+            let open = SubjectVerdict {
+                text: p.subject.text.clone(),
+                tool: p.subject.tool.clone(),
+                decision: Decision::Allow,
+                rule: None,
+                source: None,
+                reason: Arc::from(""),
+                neutral: false,
+            };
+            let capped = self.cap_by_modes(&p, call, open);
+            if capped.decision > strictest.as_ref().map_or(Decision::Allow, |s| s.decision) {
+                strictest = Some(capped);
+            }
+        }
+        strictest
     }
 
     /// A subject whose matched field is missing while its tool has deny rules with a

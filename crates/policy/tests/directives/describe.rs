@@ -148,7 +148,8 @@ fn the_boundary_serializes_as_json() {
         v["protected_targets"][5],
         json!({"rule": "bash(rm:*)", "tool": "bash", "pattern": "rm:*", "matcher": "shell",
                "field": "command", "source": "project", "note": "use trash-put instead",
-               "carved_out": [], "confined_allows": false})
+               "carved_out": [], "confined_allows": false, "denied_by_mode": null,
+               "read_only_excepted": false})
     );
     assert_eq!(
         v["required_approvals"][0]["rule"],
@@ -477,6 +478,71 @@ fn a_bare_ask_says_confinement_allows() {
     assert_eq!(s.decide(&push).decision, Decision::Ask);
 }
 
+#[test]
+fn operating_modes_only_narrow_the_boundary() {
+    let policy = |mode: &str| {
+        compile(&[(
+            "p",
+            format!(
+                "default = \"allow\"\nallow = [\"read\", \"edit(src/**)\", \"bash(make:*)\", \
+                 \"web_fetch(domain:docs.rs)\"]\nask = [\"bash(git push:*)\"]\n\
+                 [modes]\nactive = [\"{mode}\"]\n"
+            )
+            .as_str(),
+        )])
+        .unwrap()
+        .describe()
+        .to_markdown()
+    };
+    let plan = policy("plan_only");
+    assert_eq!(
+        section(&plan, "## Operating modes"),
+        [
+            "Active: `plan_only`. Modes only narrow: whatever the rules and the default say,",
+            "- writes (`edit`, `write`): denied (the `plan_only` mode)",
+            "- commands (`bash`) other than read-only ones: denied (the `plan_only` mode)",
+            "- every other tool: denied (the `plan_only` mode)",
+        ]
+    );
+    assert!(section(&plan, "## Default").contains(
+        &"The operating modes below narrow this, and every grant that follows.".to_owned()
+    ));
+    assert_eq!(section(&plan, "## Allowed writes"), ["- none"]);
+    assert_eq!(
+        section(&plan, "## External actions"),
+        [
+            "- `bash(make:*)`: `bash` commands matching `make:*`",
+            "  - only commands Warden classifies as read-only: the `plan_only` mode denies the others",
+            "  - except where `bash(git push:*)` needs approval",
+            "- `web_fetch(domain:docs.rs)`: `web_fetch` calls to hosts matching `domain:docs.rs`",
+            "- any `bash` command that no rule decides (allowed by the default)",
+            "  - only commands Warden classifies as read-only: the `plan_only` mode denies the others",
+            "  - except where `bash(git push:*)` needs approval",
+        ]
+    );
+    assert_eq!(
+        section(&plan, "## Required approvals"),
+        [
+            "- `bash(git push:*)`: `bash` commands matching `git push:*` need approval (the \
+          `plan_only` mode denies them anyway, read-only commands excepted)"
+        ]
+    );
+    // apply_approved: writes and other effects are held for a receipt, so not claimed.
+    let approved = policy("apply_approved");
+    assert_eq!(section(&approved, "## Allowed writes"), ["- none"]);
+    assert!(approved.contains(
+        "- writes (`edit`, `write`): at most need approval, and only an approval receipt \
+         answers (the `apply_approved` mode)"
+    ));
+    // apply_safe leaves edits and commands to the policy.
+    let safe = policy("apply_safe");
+    assert_eq!(
+        section(&safe, "## Allowed writes")[0],
+        "- `edit(src/**)`: `edit` calls on paths matching `src/**`"
+    );
+    assert!(!safe.contains("`web_fetch(domain:docs.rs)`: "));
+}
+
 /// Policy text cannot break the Markdown: control characters are written as escapes and a
 /// backtick in a rule gets a longer code fence.
 #[test]
@@ -510,6 +576,30 @@ fn grants_citing<'a>(b: &'a AuthorizationBoundary, rule: &str) -> Vec<&'a descri
         .collect()
 }
 
+/// Whether a grant for calls no rule decides covers this subject.
+fn undecided_covers(g: &describe::Grant, trace: &SubjectTrace) -> bool {
+    use describe::CallClass;
+    match &g.scope {
+        GrantScope::Undecided {
+            class: CallClass::OtherTools,
+            ..
+        } => ToolClass::of(&trace.tool).is_none(),
+        GrantScope::Undecided {
+            class: CallClass::ReadOnlyCommands,
+            tools,
+            ..
+        } => {
+            tools.contains(&trace.tool)
+                && trace
+                    .shell
+                    .as_ref()
+                    .is_some_and(|s| s.notes.iter().any(|n| n == "read-only"))
+        }
+        GrantScope::Undecided { tools, .. } => tools.contains(&trace.tool),
+        GrantScope::Rule(_) => false,
+    }
+}
+
 proptest! {
     #![proptest_config(crate::config())]
 
@@ -526,6 +616,7 @@ proptest! {
         preset in proptest::option::of(proptest::sample::select(Preset::ALL.to_vec())),
         hints in proptest::option::of(proptest::collection::vec(
             proptest::option::of(crate::arb_decision()), 3)),
+        modes in proptest::collection::vec(proptest::sample::select(mode::Mode::ALL.to_vec()), 0..3),
     ) {
         let mut b = PolicyBuilder::new()
             .default(default)
@@ -542,6 +633,9 @@ proptest! {
                 open_world: h[2],
                 trust_mcp: Vec::new(),
             });
+        }
+        for m in modes {
+            b = b.mode(m);
         }
         let s = b.build().unwrap();
         let b = s.describe();
@@ -576,6 +670,22 @@ proptest! {
                 }
                 _ => {}
             }
+            // A call an operating mode capped: a grant that would cover it is not claimed, or
+            // says which mode limits it.
+            if verdict.rule.is_none() && verdict.decision != Decision::Allow && verdict.reason.contains(" mode ") {
+                let moded = |g: &describe::Grant| g.exceptions.iter().any(|e| {
+                    matches!(e.effect, Effect::ModeDenies | Effect::ModeNeedsReceipt)
+                });
+                for m in trace.matches.iter().filter(|m| m.list == ListKind::Allow && m.carved_out_by.is_none()) {
+                    for g in grants_citing(&b, &m.rule) {
+                        prop_assert!(moded(g), "grant {} claims {:?}, which a mode caps", m.rule, call);
+                    }
+                }
+                for g in b.reads.iter().chain(&b.writes).chain(&b.external_actions) {
+                    let covers = undecided_covers(g, trace);
+                    prop_assert!(!covers || moded(g), "{:?} claims {:?}, which a mode caps", g.scope, call);
+                }
+            }
             let (Some(deciding), true) = (verdict.rule.as_deref(), verdict.decision != Decision::Allow)
             else {
                 continue;
@@ -583,13 +693,7 @@ proptest! {
             let effect = if verdict.decision == Decision::Deny { Effect::Denied } else { Effect::NeedsApproval };
             // A class the default (or a preset, or a hint rule) allows lists it too.
             for g in b.reads.iter().chain(&b.writes).chain(&b.external_actions) {
-                let covers = match &g.scope {
-                    GrantScope::Undecided { class: describe::CallClass::OtherTools, .. } => {
-                        ToolClass::of(&trace.tool).is_none()
-                    }
-                    GrantScope::Undecided { tools, .. } => tools.contains(&trace.tool),
-                    GrantScope::Rule(_) => false,
-                };
+                let covers = undecided_covers(g, trace);
                 if covers {
                     prop_assert!(
                         g.exceptions.iter().any(|e| e.rule == deciding && e.effect == effect),

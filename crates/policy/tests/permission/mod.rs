@@ -124,8 +124,18 @@ fn each_kind_answers_in_its_place() {
     );
     // Nobody answers: the rules and the default decide.
     let v = decide(&s, &set, &call("other", json!({})));
-    assert_eq!(v.verdict, s.decide(&call("other", json!({}))));
+    assert_eq!(v.verdict.decision, s.default_decision());
+    assert_eq!(v.verdict.rule, None);
     assert_eq!(v.decided_by, None);
+    // Deciding without the permissions fails closed: nothing a permission would deny slips
+    // through a caller that forgot them.
+    let forgot = s.decide(&call("write_file", json!({})));
+    assert_eq!(forgot.decision, Decision::Deny);
+    assert!(
+        forgot.reason.contains("decide_with_permissions"),
+        "{}",
+        forgot.reason
+    );
 }
 
 #[test]
@@ -298,6 +308,41 @@ fn only_neutral_constraints_leave_the_call_to_permissions() {
     let s = snapshot("default = \"deny\"\ndeny = [\"read(/repo/a)\"]\n", &set);
     let v = decide(&s, &set, &c);
     assert_eq!((v.verdict.decision, v.decided_by), (Decision::Deny, None));
+}
+
+#[test]
+fn operating_modes_cap_a_permissions_answer() {
+    let set = PermissionSet::new()
+        .register(
+            info("yes", PermissionKind::Allow),
+            always(Some(Answer::Allowed)),
+        )
+        .unwrap();
+    let s = snapshot(
+        "default = \"deny\"\n[modes]\nactive = [\"plan_only\"]\n",
+        &set,
+    );
+    let v = decide(&s, &set, &call("read", json!({"path": "/repo/a"})));
+    assert_eq!(
+        (v.verdict.decision, v.decided_by.is_some()),
+        (Decision::Allow, true)
+    );
+    let v = decide(&s, &set, &call("write", json!({"path": "/repo/a"})));
+    assert_eq!(
+        (v.verdict.decision, v.decided_by.clone()),
+        (Decision::Deny, None)
+    );
+    assert!(
+        v.verdict.reason.contains("plan_only"),
+        "{}",
+        v.verdict.reason
+    );
+    let s = snapshot(
+        "default = \"deny\"\n[modes]\nactive = [\"apply_approved\"]\n",
+        &set,
+    );
+    let v = decide(&s, &set, &bash("rm -rf build"));
+    assert_eq!((v.verdict.decision, v.decided_by), (Decision::Ask, None));
 }
 
 // ------------------------------------------------------------------ errors and failures

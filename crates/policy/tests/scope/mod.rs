@@ -304,6 +304,71 @@ fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_a
 }
 
 #[test]
+fn an_ancestors_operating_modes_bind_even_an_expanding_child() {
+    let root = Scope::root(
+        "main",
+        policy(
+            "main",
+            "default = \"allow\"\n[modes]\nactive = [\"plan_only\"]\n",
+        ),
+    )
+    .unwrap();
+    let write = call("write", json!({"path": "/repo/a"}));
+    let read = call("read", json!({"path": "/repo/a"}));
+    let expanding = root
+        .child(
+            "writer",
+            ChildPolicy::Expand {
+                policy: policy("writer", "default = \"allow\""),
+                authority: "platform".into(),
+            },
+        )
+        .unwrap();
+    let v = expanding.decide(&write);
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "main", ScopeStage::AncestorMode)
+    );
+    assert!(v.reason.contains("plan_only"), "{}", v.reason);
+    assert!(v.authorities.is_empty());
+    assert_eq!(&v.verdict.policy_digest, root.policy().unwrap().digest());
+    assert_eq!(expanding.decide(&read).decision(), Decision::Allow);
+    // Stricter-of already has it: the parent's own verdict is capped.
+    let strict = root
+        .child("s", ChildPolicy::Own(policy("s", "default = \"allow\"")))
+        .unwrap();
+    let v = strict.decide(&write);
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "main", ScopeStage::Stricter)
+    );
+    // A mode that asks (apply_approved) leaves an expansion something to rely on.
+    let root = Scope::root(
+        "main",
+        policy(
+            "main",
+            "default = \"deny\"\n[modes]\nactive = [\"apply_approved\"]\n",
+        ),
+    )
+    .unwrap();
+    let expanding = root
+        .child(
+            "writer",
+            ChildPolicy::Expand {
+                policy: policy("writer", "default = \"allow\""),
+                authority: "platform".into(),
+            },
+        )
+        .unwrap();
+    let v = expanding.decide(&write);
+    assert_eq!(
+        (v.decision(), v.stage),
+        (Decision::Ask, ScopeStage::AncestorMode)
+    );
+    assert_eq!(v.authorities.len(), 1);
+}
+
+#[test]
 fn scope_names_authorities_and_digests() {
     let main = policy("main", "default = \"ask\"");
     let root = Scope::root("main", main.clone()).unwrap();
