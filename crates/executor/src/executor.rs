@@ -775,7 +775,7 @@ impl ActionExecutor {
         let governed = self.governance.is_some();
         let mut st = state.into_inner();
         let outcome = if governed {
-            governed::close(&mut st, outcome, deadline).await
+            Box::pin(governed::close(&mut st, outcome, deadline)).await
         } else {
             outcome
         };
@@ -1135,9 +1135,17 @@ impl ActionExecutor {
             }
             Some(run) => {
                 trace.ran(Stage::EvidenceStart);
-                let (start, receipt) = match self
-                    .operation_start(&plan, request, context, &args, approvals, &mut unbound)
-                    .await
+                // Governed steps are boxed: their futures stay out of the ungoverned
+                // profile's state machine (which every minimal call moves and allocates).
+                let (start, receipt) = match Box::pin(self.operation_start(
+                    &plan,
+                    request,
+                    context,
+                    &args,
+                    approvals,
+                    &mut unbound,
+                ))
+                .await
                 {
                     Ok(s) => s,
                     Err(reason) => {
@@ -1151,7 +1159,7 @@ impl ActionExecutor {
                         );
                     }
                 };
-                match run.start(start).await {
+                match Box::pin(run.start(start)).await {
                     StartAnswer::Started => {}
                     StartAnswer::Replay(replay) => {
                         tracing::debug!(request = %request.request_id(), operation = %replay.operation.operation_id, "idempotent replay from evidence");
@@ -1410,7 +1418,7 @@ impl ActionExecutor {
             None => self.planned_skip(trace, &plan, Stage::EvidenceInvoke),
             Some(run) => {
                 trace.ran(Stage::EvidenceInvoke);
-                if let Err((reason, evaluator)) = run.checkpoint().await {
+                if let Err((reason, evaluator)) = Box::pin(run.checkpoint()).await {
                     return self.refuse(
                         trace,
                         Stage::EvidenceInvoke,
@@ -1425,7 +1433,7 @@ impl ActionExecutor {
                     // the request here, before a token exists.
                     std::future::pending::<()>().await;
                 }
-                if let Err(e) = run.begin().await {
+                if let Err(e) = Box::pin(run.begin()).await {
                     return Ended::Outcome(ExecutionOutcome::Failed {
                         request_id: request.request_id().clone(),
                         profile: self.profile,
@@ -2118,7 +2126,9 @@ impl ActionExecutor {
                     &covered_digest,
                     now,
                 ) {
-                    if let Err(r) = site.run.exception(exception, id, covered_digest).await {
+                    if let Err(r) =
+                        Box::pin(site.run.exception(exception, id, covered_digest)).await
+                    {
                         return evidence_failed(r);
                     }
                     tracing::warn!(request = %request.request_id(), gate = %p.gate, exception = %exception.exception_id, "soft deny overridden by a recorded exception: any certificate is degraded");
@@ -2498,19 +2508,18 @@ impl GateSite<'_> {
         reason: &DecisionReason,
         digest: Option<&Digest>,
     ) -> Result<RecordId, DecisionReason> {
-        self.run
-            .gate(GateEvaluation {
-                gate: gate.to_owned(),
-                stage,
-                level,
-                verdict,
-                reason_code: reason.code,
-                rule: reason.rule.clone(),
-                source: reason.source.clone(),
-                arguments_digest: digest.unwrap_or(&self.digest).clone(),
-                recheck: self.recheck,
-            })
-            .await
+        Box::pin(self.run.gate(GateEvaluation {
+            gate: gate.to_owned(),
+            stage,
+            level,
+            verdict,
+            reason_code: reason.code,
+            rule: reason.rule.clone(),
+            source: reason.source.clone(),
+            arguments_digest: digest.unwrap_or(&self.digest).clone(),
+            recheck: self.recheck,
+        }))
+        .await
     }
 }
 
