@@ -7,7 +7,8 @@
 //! valgrind --tool=callgrind target/release/deps/instructions-<hash> memory 10000
 //! ```
 //!
-//! Workloads (first argument, then N): `memory` appends N records to a `MemoryStore`; `verify`
+//! Workloads (first argument, then N): `memory` appends N records to a `MemoryStore`
+//! (`memory-time` does it in rounds and prints the median CPU and wall time per record); `verify`
 //! verifies them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16
 //! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
 //! (a third argument sets the number of appenders). The SQLite workloads also print their wall
@@ -41,6 +42,14 @@ fn verify_all(records: &[EvidenceRecord]) {
     assert!(r.result.valid);
 }
 
+/// This thread's CPU time in nanoseconds (`/proc/thread-self/schedstat`, first field).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "memory".into());
@@ -49,6 +58,31 @@ fn main() {
         "memory" => {
             let entries = workload::appends("mem", n);
             append_all(&MemoryStore::new(), &entries);
+        }
+        "memory-time" => {
+            // Rounds of N appends into a fresh store, as the criterion bench runs them; the
+            // thread's CPU time (from the scheduler) next to the wall time, since on a shared
+            // machine the wall time includes the time other processes ran.
+            let entries = workload::appends("mem", n);
+            let rounds: usize = args.next().map_or(30, |s| s.parse().unwrap());
+            let mut cpu = Vec::new();
+            let mut wall = Vec::new();
+            for _ in 0..rounds {
+                let store = MemoryStore::new();
+                let (c0, w0) = (thread_cpu_ns(), std::time::Instant::now());
+                append_all(&store, &entries);
+                cpu.push((thread_cpu_ns() - c0) as f64 / n as f64);
+                wall.push(w0.elapsed().as_nanos() as f64 / n as f64);
+            }
+            cpu.sort_by(f64::total_cmp);
+            wall.sort_by(f64::total_cmp);
+            let (c, w) = (cpu[rounds / 2], wall[rounds / 2]);
+            eprintln!(
+                "median per record: {c:.0} ns CPU ({:.0} records/s), {w:.0} ns wall ({:.0} records/s); min CPU {:.0} ns",
+                1e9 / c,
+                1e9 / w,
+                cpu[0]
+            );
         }
         "verify" => {
             let entries = workload::appends("mem", n);

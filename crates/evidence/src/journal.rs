@@ -217,6 +217,5 @@ pub fn seal_journal(
     let mut prepared = prepare_journal(entry);
     let a = entry.fields();
     let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), head)?;
-    let record_id = seal.record_id()?;
-    Ok(seal.into_record(&a, entry.record_type, record_id, prepared?))
+    Ok(seal.into_record(&a, entry.record_type, prepared?))
 }

@@ -167,7 +167,6 @@ impl MemoryStore {
             .tracker
             .check_sealed(&view, parsed)
             .map_err(|f| store::refused(&f))?;
-        let receipt = seal.receipt(&entry.chain_id, seal.record_id()?);
         if !index.is_empty() {
             if let Some(key) = &index.idempotency_key_digest
                 && let Some(existing) = inner.idempotency.get(key)
@@ -202,6 +201,7 @@ impl MemoryStore {
                 p
             }
         };
+        let receipt = seal.receipt(&entry.chain_id, payload.record_id);
         chain.records.push(Stored {
             record_type: entry.record_type,
             operation_id: entry.operation_id.clone(),
@@ -345,10 +345,9 @@ impl JournalStore for MemoryStore {
             .check_sealed_journal(&fields)
             .map_err(|f| store::refused(&f))?;
         j.tracker.accept_sealed_journal(&fields, &seal.chain_hash);
-        let record_id = seal.record_id()?;
-        let receipt = seal.receipt(&entry.chain_id, record_id.clone());
+        let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
         j.records
-            .push(seal.into_record(&a, entry.record_type, record_id, payload));
+            .push(seal.into_record(&a, entry.record_type, payload));
         Ok(receipt)
     }
 

@@ -836,6 +836,8 @@ pub(crate) struct Prepared {
     pub(crate) digest: DigestText,
     /// Boxed: the hasher is ~2 KiB, and a prepared append moves through a queue.
     prefix: Box<blake3::Hasher>,
+    /// The id of the record at the append's expected sequence (sealing refuses any other).
+    pub(crate) record_id: RecordId,
 }
 
 impl Prepared {
@@ -872,6 +874,7 @@ impl Prepared {
                 json,
                 digest,
                 prefix,
+                record_id: record_id_for(a.family, a.chain_id, a.expected_sequence)?,
             })
         })
     }
@@ -914,7 +917,6 @@ pub(crate) fn check_append_fields(
 #[derive(Debug, Clone)]
 pub(crate) struct Seal {
     pub(crate) sequence: u64,
-    pub(crate) record_id: RecordIdText,
     pub(crate) previous: Option<Digest>,
     pub(crate) chain_hash: Digest,
 }
@@ -941,13 +943,12 @@ pub(crate) fn seal_on(
     }
     check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
     let prepared = prepared.map_err(Clone::clone)?;
-    let record_id = record_id_text(a.family, a.chain_id, next);
     let previous = head.map(|h| h.chain_hash.clone());
     let chain_hash = with_buffers(|suffix, _| {
         write_suffix(
             suffix,
             previous.as_ref().map(Digest::as_str),
-            record_id.as_str(),
+            prepared.record_id.as_str(),
             a.record_type,
             next,
             a.supersedes_record_id.map(RecordId::as_str),
@@ -958,7 +959,6 @@ pub(crate) fn seal_on(
     .to_digest();
     Ok(Seal {
         sequence: next,
-        record_id,
         previous,
         chain_hash,
     })
@@ -968,11 +968,10 @@ fn sealed_fields<'a>(
     a: &AppendFields<'a>,
     payload: &'a Prepared,
     sequence: u64,
-    record_id: &'a RecordIdText,
     previous: Option<&'a Digest>,
 ) -> Fields<'a> {
     Fields {
-        record_id: record_id.as_str(),
+        record_id: payload.record_id.as_str(),
         record_type: a.record_type,
         chain_id: a.chain_id.as_str(),
         operation_id: a.operation_id.map(OperationId::as_str),
@@ -991,19 +990,7 @@ fn sealed_fields<'a>(
 impl Seal {
     /// The sealed record's fields.
     pub(crate) fn fields<'a>(&'a self, a: &AppendFields<'a>, payload: &'a Prepared) -> Fields<'a> {
-        sealed_fields(
-            a,
-            payload,
-            self.sequence,
-            &self.record_id,
-            self.previous.as_ref(),
-        )
-    }
-
-    /// The record id.
-    pub(crate) fn record_id(&self) -> Result<RecordId, EvidenceError> {
-        // `rec_` and 32 hex digits: always a valid identifier.
-        RecordId::new(self.record_id.as_str()).map_err(|e| invalid(e.to_string()))
+        sealed_fields(a, payload, self.sequence, self.previous.as_ref())
     }
 
     /// The receipt, given the record id.
@@ -1021,11 +1008,10 @@ impl Seal {
         self,
         a: &AppendFields<'_>,
         record_type: T,
-        record_id: RecordId,
         payload: Prepared,
     ) -> Record<T> {
         Record {
-            record_id,
+            record_id: payload.record_id,
             record_type,
             chain_id: a.chain_id.clone(),
             operation_id: a.operation_id.cloned(),
@@ -1056,10 +1042,7 @@ pub fn seal(
     let a = AppendFields::evidence(entry);
     let seal = seal_on(&a, prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e), head)?;
     let (payload, _) = prepared?;
-    let record_id = seal.record_id()?;
-    Ok(seal
-        .into_record(&a, entry.record_type, record_id, payload)
-        .into())
+    Ok(seal.into_record(&a, entry.record_type, payload).into())
 }
 
 /// Recomputes a record's `chain_hash` after its fields were set by hand (tests and tools that

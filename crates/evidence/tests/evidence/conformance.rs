@@ -356,7 +356,11 @@ fn approval_receipts_are_single_use() {
                 .unwrap_err();
             assert!(err.to_string().contains("approval already used"), "{err}");
             assert!(
-                b.store().find_idempotency_key(&key).await.unwrap().is_none(),
+                b.store()
+                    .find_idempotency_key(&key)
+                    .await
+                    .unwrap()
+                    .is_none(),
                 "{}: a refused append bound its idempotency key",
                 b.name()
             );

@@ -331,7 +331,10 @@ fn closing_keeping_the_wal_leaves_it_for_the_next_open() {
     drop(reader);
     // The next writer sees them, appends after them, and a clean close folds the WAL back.
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.append_blocking(append("keep", 3)).unwrap().sequence, 3);
+    assert_eq!(
+        store.append_blocking(append("keep", 3)).unwrap().sequence,
+        3
+    );
     store.close();
     assert_eq!(listing(dir.path()), vec!["keep.db"]);
     let r = SqliteReader::open(&path)
