@@ -16,6 +16,7 @@ use warden_contracts::{
     DecisionReason, Disposition, EvaluatorError, PolicyAnswer, PolicyEvaluator, PolicyQuery,
     PolicySnapshotRef, ReasonCode,
 };
+use warden_policy::permission::{PermissionSet, decide_with_permissions_async};
 use warden_policy::{Call, Decision, Engine, PolicySnapshot, Verdict, edge};
 
 /// A compiled policy snapshot as a [`PolicyEvaluator`].
@@ -28,6 +29,7 @@ pub struct SnapshotPolicy {
     reference: PolicySnapshotRef,
     cwd: Option<PathBuf>,
     authority: String,
+    permissions: Option<Arc<PermissionSet>>,
 }
 
 impl SnapshotPolicy {
@@ -44,7 +46,15 @@ impl SnapshotPolicy {
             reference,
             cwd: None,
             authority: "human".to_owned(),
+            permissions: None,
         }
+    }
+
+    /// The same adapter running the snapshot's programmable permissions (the set it
+    /// declares; a snapshot that declares permissions denies every call without them).
+    pub fn with_permissions(mut self, permissions: Arc<PermissionSet>) -> Self {
+        self.permissions = Some(permissions);
+        self
     }
 
     /// The same adapter resolving relative paths against `cwd`.
@@ -65,12 +75,21 @@ impl SnapshotPolicy {
     }
 
     fn answer(&self, verdict: &Verdict) -> Result<PolicyAnswer, EvaluatorError> {
+        self.answer_as(verdict, None)
+    }
+
+    /// The answer for `verdict`; `code` overrides the reason code (a permission decided).
+    fn answer_as(
+        &self,
+        verdict: &Verdict,
+        code: Option<ReasonCode>,
+    ) -> Result<PolicyAnswer, EvaluatorError> {
         let snapshot = self.engine.snapshot();
-        let code = match (&verdict.rule, verdict.decision) {
+        let code = code.unwrap_or(match (&verdict.rule, verdict.decision) {
             (Some(_), _) => ReasonCode::PolicyRule,
             (None, d) if d == snapshot.default_decision() => ReasonCode::PolicyDefault,
             (None, _) => ReasonCode::Unparseable,
-        };
+        });
         let mut reason = DecisionReason::new(code, verdict.reason.to_string());
         if let Some(rule) = &verdict.rule {
             reason = reason.with_rule(rule.to_string());
@@ -110,7 +129,28 @@ impl PolicyEvaluator for SnapshotPolicy {
             call = call.with_cwd(cwd.clone());
         }
         edge::resolve_call_paths(self.engine.snapshot(), &mut call);
-        let verdict = self.engine.decide(&call);
-        self.answer(&verdict)
+        let Some(permissions) = &self.permissions else {
+            let verdict = self.engine.decide(&call);
+            return self.answer(&verdict);
+        };
+        // Programmable permissions: any error but a tool error is the evaluator's error, and
+        // the executor fails closed on it; a deny with `stop` stops the turn.
+        let decided = decide_with_permissions_async(self.engine.snapshot(), permissions, &call)
+            .await
+            .map_err(|e| EvaluatorError {
+                message: e.to_string(),
+            })?;
+        let code = decided
+            .decided_by
+            .is_some()
+            .then_some(ReasonCode::Permission);
+        let answer = self.answer_as(&decided.verdict, code)?;
+        if decided.stop && decided.verdict.decision == Decision::Deny {
+            answer.with_stop().map_err(|e| EvaluatorError {
+                message: e.to_string(),
+            })
+        } else {
+            Ok(answer)
+        }
     }
 }

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use warden_contracts::*;
 use warden_executor::*;
-use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+use warden_policy::{Format, LoadedPolicy, PathEnv, PolicyBuilder, PolicySnapshot};
 
 #[path = "executor/governed.rs"]
 mod governed;
@@ -2061,4 +2061,71 @@ fn idempotency_keys_return_the_recorded_outcome() {
     });
     assert_eq!(second.status(), "deferred");
     assert!(reason(&second).message.contains("in flight"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Programmable permissions through the policy adapter
+// ---------------------------------------------------------------------------------------------
+
+/// A snapshot that declares programmable permissions runs them in the executor: a deny
+/// permission refuses with the `permission` code, a snapshot decided without its permissions
+/// denies everything, and nothing the permission refused was invoked.
+#[test]
+fn programmable_permissions_run_in_the_executor_and_fail_closed_without_them() {
+    use warden_policy::permission::{Answer, PermissionInfo, PermissionKind, PermissionSet};
+    let set = PermissionSet::default()
+        .register(
+            PermissionInfo::new("no-deploy", "1", PermissionKind::Deny),
+            |call: &warden_policy::Call| {
+                Ok(
+                    (call.tool == "echo" && call.args.get("deploy").is_some()).then(|| {
+                        Answer::Denied {
+                            reason: "deploys go through the release train".into(),
+                            stop: true,
+                        }
+                    }),
+                )
+            },
+        )
+        .unwrap();
+    let file = LoadedPolicy::from_text(
+        "default = \"allow\"\n".into(),
+        Format::Toml,
+        "p.toml",
+        "p",
+        None,
+    )
+    .unwrap();
+    let snap = Arc::new(
+        PolicyBuilder::new()
+            .file(&file)
+            .unwrap()
+            .permissions(&set)
+            .unwrap()
+            .build()
+            .unwrap(),
+    );
+    let tools = tools();
+    let run = |policy: SnapshotPolicy, args: Value| {
+        let mut registry = Registry::new();
+        for t in &tools {
+            registry.register(t.clone()).unwrap();
+        }
+        let executor = ActionExecutor::builder(registry)
+            .policy(Arc::new(policy))
+            .build()
+            .unwrap();
+        rt().block_on(executor.execute(request("r-perm", "echo", args), &context()))
+    };
+    let with = || SnapshotPolicy::new(snap.clone()).with_permissions(Arc::new(set.clone()));
+    let ok = run(with(), json!({"x": 1}));
+    assert!(ok.is_success(), "{ok:?}");
+    let denied = run(with(), json!({"deploy": "prod"}));
+    assert_eq!(denied.status(), "denied", "{denied:?}");
+    assert_eq!(reason(&denied).code, ReasonCode::Permission);
+    assert!(reason(&denied).message.contains("release train"));
+    // Without its permissions, the snapshot denies: a forgotten deny permission never allows.
+    let forgot = run(SnapshotPolicy::new(snap.clone()), json!({"x": 1}));
+    assert_eq!(forgot.status(), "denied", "{forgot:?}");
+    assert_eq!(tool(&tools, "echo").calls(), 1, "only the allowed call ran");
 }
