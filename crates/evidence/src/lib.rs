@@ -53,6 +53,7 @@
 mod certificate;
 mod checkpoint;
 mod error;
+mod facts;
 pub mod fault;
 mod governance;
 mod journal;

@@ -155,17 +155,18 @@ impl MemoryStore {
             prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
             chain.tracker.head(),
         )?;
-        let (payload, parsed) = prepared?;
+        let (payload, checked) = prepared?;
+        let facts = checked.facts();
         let view = View {
             fields: seal.fields(&a, &payload),
             record_type: entry.record_type,
             operation_id: entry.operation_id.as_ref(),
             supersedes_record_id: entry.supersedes_record_id.as_ref(),
         };
-        let index = store::index_entries(&parsed);
+        let index = store::index_entries(&facts);
         let pending = chain
             .tracker
-            .check_sealed(&view, parsed)
+            .check_sealed(&view, facts)
             .map_err(|f| store::refused(&f))?;
         if !index.is_empty() {
             if let Some(key) = &index.idempotency_key_digest

@@ -16,7 +16,7 @@ use warden_contracts::{
     HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,
 };
 
-use crate::payload;
+use crate::facts::{self, Checked, Facts};
 
 /// The two record families. Both chain the same way; only evidence is ever certified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -880,13 +880,16 @@ impl Prepared {
     }
 }
 
-/// An evidence append's payload, checked against its type's schema (the parsed payload feeds the
-/// lifecycle check and the indexes) and canonicalized.
-pub(crate) type PreparedEvidence = Result<(Prepared, payload::Payload), EvidenceError>;
+/// An evidence append prepared on the appender's thread for the SQLite writer: its payload
+/// checked against its type's schema (the facts the lifecycle check and the indexes read, owned)
+/// and sealed as far as it can be without the chain's head.
+pub(crate) type PreparedEvidence = Result<(Prepared, Facts<String>), EvidenceError>;
 
-/// Checks and canonicalizes an evidence append's payload.
-pub(crate) fn prepare_evidence(entry: &EvidenceAppend) -> PreparedEvidence {
-    let parsed = payload::parse(entry.record_type, &entry.payload).map_err(|e| {
+/// Checks an evidence append's payload against its type's schema and prepares it.
+pub(crate) fn prepare_evidence(
+    entry: &EvidenceAppend,
+) -> Result<(Prepared, Checked<'_>), EvidenceError> {
+    let checked = facts::check(entry.record_type, &entry.payload).map_err(|e| {
         invalid(format!(
             "{} payload: {e}",
             record_type_str(entry.record_type)
@@ -894,7 +897,7 @@ pub(crate) fn prepare_evidence(entry: &EvidenceAppend) -> PreparedEvidence {
     })?;
     Ok((
         Prepared::new(&AppendFields::evidence(entry), &entry.payload)?,
-        parsed,
+        checked,
     ))
 }
 

@@ -1,15 +1,23 @@
 //! The SQLite store: WAL, `synchronous=FULL` by default, group commit.
 //!
-//! One writer thread owns the write connection. Appenders enqueue and wait; the writer takes
-//! every queued append (up to [`SqliteOptions::max_batch`]), checks and inserts each inside one
-//! `BEGIN IMMEDIATE` transaction, commits once (one fsync of the WAL), and only then answers
+//! An appender's thread checks its payload against its type's schema, writes its canonical JSON
+//! and runs BLAKE3 over the hash input up to `previous_chain_hash` (everything that does not
+//! depend on the chain's head), then queues the append and waits. One writer thread owns the
+//! write connection: it takes the queued appends (up to [`SqliteOptions::max_batch`]; while
+//! fewer than its last group have come, it waits for them a moment, at most half a commit and
+//! never for a lone appender), seals each on its chain's head (the rest of the hash), checks
+//! it, and inserts it with a statement prepared once per transaction, all inside one
+//! `BEGIN IMMEDIATE` transaction; it commits once (one fsync of the WAL) and only then answers
 //! each appender with its receipt. An append that fails its checks is answered with its error
-//! and does not disturb the others; a failed commit fails them all and nothing is kept.
+//! and does not disturb the others; a failed commit fails them all and nothing is kept. The
+//! writer never checkpoints on a commit: a background connection does (`PASSIVE`) once about a
+//! thousand pages were written, so no commit waits for one.
 //!
 //! Reads use a second connection. [`SqliteReader`] opens a store with `SQLITE_OPEN_READ_ONLY`:
 //! it never creates or modifies anything. To make that true for the directory too, a closing
 //! store checkpoints its WAL and switches the file back to rollback-journal mode, so reading a
-//! cleanly closed store needs no `-wal`/`-shm` files (after a crash they exist and are used).
+//! cleanly closed store needs no `-wal`/`-shm` files (after a crash, or
+//! [`SqliteStore::close_keeping_wal`], they exist and are used).
 //!
 //! Schema (version [`SCHEMA_VERSION`], `PRAGMA application_id` [`APPLICATION_ID`]): see
 //! docs/evidence.md. The `records` table has one column per record field (*contract*).
@@ -232,7 +240,8 @@ enum JobOp {
 
 impl JobOp {
     fn evidence(mut entry: EvidenceAppend) -> Self {
-        let prepared = record::prepare_evidence(&entry);
+        let prepared = record::prepare_evidence(&entry)
+            .map(|(prepared, checked)| (prepared, checked.facts().to_owned()));
         entry.payload = serde_json::Value::Null;
         Self::Evidence(entry, prepared)
     }
@@ -1551,16 +1560,17 @@ fn append_evidence(
         tracker.head(),
     )
     .map_err(Step::Refused)?;
-    let (payload, parsed) = prepared.map_err(Step::Refused)?;
+    let (payload, facts) = prepared.map_err(Step::Refused)?;
+    let facts = facts.as_str();
     let view = View {
         fields: seal.fields(&a, &payload),
         record_type: entry.record_type,
         operation_id: entry.operation_id.as_ref(),
         supersedes_record_id: entry.supersedes_record_id.as_ref(),
     };
-    let index = store::index_entries(&parsed);
+    let index = store::index_entries(&facts);
     let pending = tracker
-        .check_sealed(&view, parsed)
+        .check_sealed(&view, facts)
         .map_err(|f| Step::Refused(store::refused(&f)))?;
     if !index.is_empty() {
         insert_index_entries(conn, &index, &entry.chain_id, &view)?;

@@ -8,8 +8,8 @@ use warden_contracts::{
     OperationId, RecordId,
 };
 
+use crate::facts::Facts;
 use crate::journal::{JournalAppend, JournalRecord};
-use crate::payload::Payload;
 use crate::verify::{Expected, FailureDetail, Report};
 
 /// The `operation_started` record an idempotency key or an approval is bound to.
@@ -79,11 +79,14 @@ pub(crate) struct IndexEntries {
     pub(crate) approval_id: Option<ApprovalId>,
 }
 
-pub(crate) fn index_entries(parsed: &Payload) -> IndexEntries {
-    match parsed {
-        Payload::OperationStarted(p) => IndexEntries {
-            idempotency_key_digest: p.idempotency_key_digest.clone(),
-            approval_id: p.approval_id.clone(),
+pub(crate) fn index_entries(facts: &Facts<&str>) -> IndexEntries {
+    match facts {
+        Facts::OperationStarted {
+            idempotency_key_digest,
+            approval_id,
+        } => IndexEntries {
+            idempotency_key_digest: idempotency_key_digest.and_then(|d| d.parse().ok()),
+            approval_id: approval_id.and_then(|a| ApprovalId::new(a).ok()),
         },
         _ => IndexEntries::default(),
     }

@@ -30,9 +30,8 @@ use warden_contracts::{
     VerificationFailure, VerificationResult,
 };
 
-use crate::payload::{
-    self, CloseDisposition, GateLevel, GateVerdict, Label, Payload, TerminalCounts,
-};
+use crate::facts::{self, Facts};
+use crate::payload::{CloseDisposition, GateLevel, GateVerdict, Label, TerminalCounts};
 use crate::record::{self, Family, Fields};
 
 /// What the chain is checked against: a head kept elsewhere.
@@ -442,8 +441,8 @@ impl ChainTracker {
 
     /// Step 8 for evidence records.
     fn check_lifecycle(&self, v: &View<'_>, value: &Value) -> Result<Change, FailureDetail> {
-        match payload::parse(v.record_type, value) {
-            Ok(p) => self.check_parsed(v, p),
+        match facts::check(v.record_type, value) {
+            Ok(checked) => self.check_parsed(v, checked.facts()),
             Err(e) => Err(FailureDetail::at(
                 VerificationFailure::InvalidPayload,
                 &v.fields,
@@ -473,13 +472,13 @@ impl ChainTracker {
     pub(crate) fn check_sealed(
         &self,
         v: &View<'_>,
-        parsed: Payload,
+        facts: Facts<&str>,
     ) -> Result<Pending, FailureDetail> {
         self.check_link(&v.fields)?;
-        self.check_parsed(v, parsed).map(Pending)
+        self.check_parsed(v, facts).map(Pending)
     }
 
-    fn check_parsed(&self, r: &View<'_>, parsed: Payload) -> Result<Change, FailureDetail> {
+    fn check_parsed(&self, r: &View<'_>, facts: Facts<&str>) -> Result<Change, FailureDetail> {
         use VerificationFailure as V;
         let l = &self.lifecycle;
         let f = &r.fields;
@@ -492,16 +491,23 @@ impl ChainTracker {
         }
         if f.sequence == 0 {
             // Genesis: the boundary's `policy_bound`, without operation, with the snapshot bytes.
-            return match parsed {
-                Payload::PolicyBound(p) if r.operation_id.is_none() => {
-                    if p.snapshot_json.is_none() {
+            return match facts {
+                Facts::PolicyBound {
+                    boundary,
+                    digest,
+                    has_snapshot,
+                } if r.operation_id.is_none() => {
+                    if !has_snapshot {
                         return fail(
                             V::InvalidPayload,
                             "the genesis policy_bound carries the snapshot's canonical bytes"
                                 .into(),
                         );
                     }
-                    Ok(Change::Genesis(p.task_boundary_id, Some(p.policy_digest)))
+                    let (Ok(boundary), Ok(digest)) = (Label::new(boundary), digest.parse()) else {
+                        return fail(V::InvalidPayload, "unreadable genesis policy_bound".into());
+                    };
+                    Ok(Change::Genesis(boundary, Some(digest)))
                 }
                 _ => fail(
                     V::InvalidGenesis,
@@ -559,24 +565,24 @@ impl ChainTracker {
                 ))
             }
         };
-        match parsed {
-            Payload::PolicyBound(p) => {
-                if l.task_boundary_id.as_ref() != Some(&p.task_boundary_id) {
+        match facts {
+            Facts::PolicyBound {
+                boundary,
+                digest,
+                has_snapshot,
+            } => {
+                if l.task_boundary_id.as_ref().map(Label::as_str) != Some(boundary) {
                     return fail(
                         V::InvalidPayload,
-                        format!(
-                            "policy_bound names task boundary `{}`, not the chain's",
-                            p.task_boundary_id
-                        ),
+                        format!("policy_bound names task boundary `{boundary}`, not the chain's"),
                     );
                 }
-                let new_digest = !l.policy_digests.contains(&p.policy_digest);
-                if new_digest && p.snapshot_json.is_none() {
+                let new_digest = !l.policy_digests.iter().any(|d| d.as_str() == digest);
+                if new_digest && !has_snapshot {
                     return fail(
                         V::InvalidPayload,
                         format!(
-                            "policy {} is bound for the first time without its snapshot bytes",
-                            p.policy_digest
+                            "policy {digest} is bound for the first time without its snapshot bytes"
                         ),
                     );
                 }
@@ -592,9 +598,17 @@ impl ChainTracker {
                         ),
                     );
                 }
-                Ok(Change::Bind(new_digest.then_some(p.policy_digest)))
+                let digest = if new_digest {
+                    let Ok(digest) = digest.parse() else {
+                        return fail(V::InvalidPayload, format!("unreadable digest {digest}"));
+                    };
+                    Some(digest)
+                } else {
+                    None
+                };
+                Ok(Change::Bind(digest))
             }
-            Payload::OperationStarted(_) => {
+            Facts::OperationStarted { .. } => {
                 let Some(op) = op else {
                     return fail(
                         V::OrphanRecord,
@@ -606,11 +620,11 @@ impl ChainTracker {
                 }
                 Ok(Change::Start)
             }
-            Payload::GateEvaluated(g) => {
+            Facts::Gate { level, verdict } => {
                 needs_open(op)?;
-                Ok(Change::Gate(g.level, g.verdict))
+                Ok(Change::Gate(level, verdict))
             }
-            Payload::ExceptionGranted(e) => {
+            Facts::Exception { gate_record_id } => {
                 needs_open(op)?;
                 let Some((op, open)) = op.and_then(|op| l.open.get_key_value(op)) else {
                     return fail(
@@ -619,7 +633,7 @@ impl ChainTracker {
                     );
                 };
                 let soft_deny = open.gates.iter().any(|(id, level, verdict)| {
-                    id == &e.gate_record_id
+                    id.as_str() == gate_record_id
                         && *level == GateLevel::Soft
                         && *verdict == GateVerdict::Deny
                 });
@@ -627,29 +641,32 @@ impl ChainTracker {
                     return fail(
                         V::InvalidPayload,
                         format!(
-                            "exception_granted overrides {}, which is not a soft deny of operation {op}",
-                            e.gate_record_id
+                            "exception_granted overrides {gate_record_id}, which is not a soft deny of operation {op}"
                         ),
                     );
                 }
-                if open.excepted.contains(&e.gate_record_id) {
+                if open.excepted.iter().any(|e| e.as_str() == gate_record_id) {
                     return fail(
                         V::InvalidPayload,
-                        format!("soft deny {} already has an exception", e.gate_record_id),
+                        format!("soft deny {gate_record_id} already has an exception"),
                     );
                 }
-                Ok(Change::Exception(e.gate_record_id))
+                let Ok(gate) = RecordId::new(gate_record_id) else {
+                    return fail(V::InvalidPayload, "unreadable gate_record_id".into());
+                };
+                Ok(Change::Exception(gate))
             }
-            Payload::OperationDenied(_)
-            | Payload::CallableCompleted(_)
-            | Payload::CallableFailed(_)
-            | Payload::OperationCancelled(_)
-            | Payload::OperationTimedOut(_)
-            | Payload::ExternalResultAmbiguous(_) => {
+            Facts::Terminal => {
                 needs_open(op)?;
                 Ok(Change::Terminal)
             }
-            Payload::TaskClosed(c) => {
+            Facts::TaskClosed {
+                boundary,
+                disposition,
+                operations,
+                terminals,
+                exceptions,
+            } => {
                 if op.is_some() {
                     return fail(V::MalformedRecord, "task_closed names an operation".into());
                 }
@@ -664,52 +681,52 @@ impl ChainTracker {
                         ),
                     });
                 }
-                if l.task_boundary_id.as_ref() != Some(&c.task_boundary_id) {
+                if l.task_boundary_id.as_ref().map(Label::as_str) != Some(boundary) {
                     return fail(
                         V::InvalidPayload,
                         "task_closed names another task boundary".into(),
                     );
                 }
-                if c.operations != l.operations
-                    || c.terminals != l.terminals
-                    || c.exceptions != l.exceptions
+                if operations != l.operations
+                    || terminals != l.terminals
+                    || exceptions != l.exceptions
                 {
                     return fail(
                         V::InvalidPayload,
                         format!(
                             "task_closed counts {} operations, {} terminals, {} exceptions; the chain has {}, {}, {}",
-                            c.operations,
-                            c.terminals.total(),
-                            c.exceptions,
+                            operations,
+                            terminals.total(),
+                            exceptions,
                             l.operations,
                             l.terminals.total(),
                             l.exceptions
                         ),
                     );
                 }
-                Ok(Change::Close(c.disposition))
+                Ok(Change::Close(disposition))
             }
-            Payload::RecordSuperseded(s) => {
-                let target =
-                    record::record_id_for(Family::Evidence, &self.chain_id, s.superseded_sequence)
-                        .ok();
-                if s.superseded_sequence >= f.sequence || target.as_ref() != r.supersedes_record_id
+            Facts::Superseded {
+                sequence,
+                record_type,
+            } => {
+                let target = record::record_id_text(Family::Evidence, &self.chain_id, sequence);
+                if sequence >= f.sequence
+                    || Some(target.as_str()) != r.supersedes_record_id.map(RecordId::as_str)
                 {
                     return fail(
                         V::OrphanRecord,
                         "record_superseded must name an earlier record of the chain (id and sequence)".into(),
                     );
                 }
-                let actual = usize::try_from(s.superseded_sequence)
-                    .ok()
-                    .and_then(|i| l.types.get(i));
-                if actual != Some(&s.superseded_record_type) {
+                let actual = usize::try_from(sequence).ok().and_then(|i| l.types.get(i));
+                if actual != Some(&record_type) {
                     return fail(
                         V::InvalidPayload,
                         format!(
                             "record_superseded says sequence {} is a {}",
-                            s.superseded_sequence,
-                            record::record_type_str(s.superseded_record_type)
+                            sequence,
+                            record::record_type_str(record_type)
                         ),
                     );
                 }

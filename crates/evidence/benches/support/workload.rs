@@ -1,5 +1,6 @@
-//! The workload both benches share: a realistic governed chain, and appenders that pipeline.
-#![allow(dead_code)]
+//! The workload both benches share: a realistic governed chain, and appenders that pipeline or
+//! wait for each receipt.
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::Arc;
 
@@ -7,11 +8,12 @@ use serde_json::json;
 use warden_contracts::*;
 use warden_evidence::*;
 
-pub const SNAPSHOT: &str = r#"{"default":"ask","deny":["bash(rm:*)"],"id":"bench","version":"1"}"#;
+pub(crate) const SNAPSHOT: &str =
+    r#"{"default":"ask","deny":["bash(rm:*)"],"id":"bench","version":"1"}"#;
 
 /// A realistic governed chain: genesis, then per operation `policy_bound`,
 /// `operation_started`, `gate_evaluated`, `callable_completed`.
-pub fn appends(chain: &str, n: usize) -> Vec<EvidenceAppend> {
+pub(crate) fn appends(chain: &str, n: usize) -> Vec<EvidenceAppend> {
     let chain_id = ChainId::new(chain).unwrap();
     let digest = Digest::of_bytes(SNAPSHOT.as_bytes());
     let args = Digest::of_bytes(b"arguments");
@@ -64,7 +66,7 @@ pub fn appends(chain: &str, n: usize) -> Vec<EvidenceAppend> {
 /// Appenders that pipeline: each queues its appends without waiting for the previous receipt
 /// (as concurrent operations on one boundary do through the recorder), then awaits them all.
 /// Every receipt still arrives only after its commit is durable.
-pub fn pipelined(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
+pub(crate) fn pipelined(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
     std::thread::scope(|s| {
         for entries in work {
             let store = store.clone();
@@ -87,7 +89,7 @@ pub fn pipelined(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
 }
 
 /// Appenders that each wait for their receipt before the next append.
-pub fn waiting(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
+pub(crate) fn waiting(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
     std::thread::scope(|s| {
         for entries in work {
             let store = store.clone();
