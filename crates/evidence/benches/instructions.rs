@@ -11,8 +11,8 @@
 //! (`memory-time` does it in rounds and prints the median CPU and wall time per record); `verify`
 //! verifies them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16
 //! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
-//! (a third argument sets the number of appenders). The SQLite workloads also print their wall
-//! time, for a quick look without criterion.
+//! (a third argument sets the number of appenders), `sqlite-latency` from one appender. The
+//! SQLite workloads also print their wall time, for a quick look without criterion.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -145,6 +145,33 @@ fn main() {
                 "{records} records in {commits} commits ({:.1} per commit), {elapsed:?}: {:.0} records/s",
                 records as f64 / commits.max(1) as f64,
                 records as f64 / elapsed.as_secs_f64()
+            );
+        }
+        "sqlite-latency" => {
+            // One appender, each append waiting for its receipt: the median and p90 latency.
+            let dir = tempfile::tempdir().unwrap();
+            let store = SqliteStore::open(dir.path().join("l.db")).unwrap();
+            let mut times: Vec<std::time::Duration> = workload::appends("latency", n)
+                .into_iter()
+                .map(|e| {
+                    let t = std::time::Instant::now();
+                    store.append_blocking(e).unwrap();
+                    t.elapsed()
+                })
+                .collect();
+            times.sort();
+            let wal = std::fs::metadata(dir.path().join("l.db-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            let db = std::fs::metadata(dir.path().join("l.db"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            eprintln!("wal {wal} db {db}");
+            eprintln!(
+                "single append: median {:?}, p90 {:?}, min {:?}",
+                times[n / 2],
+                times[n * 9 / 10],
+                times[0]
             );
         }
         other => panic!("unknown workload {other}"),

@@ -9,9 +9,12 @@
 //! it, and inserts it with a statement prepared once per transaction, all inside one
 //! `BEGIN IMMEDIATE` transaction; it commits once (one fsync of the WAL) and only then answers
 //! each appender with its receipt. An append that fails its checks is answered with its error
-//! and does not disturb the others; a failed commit fails them all and nothing is kept. The
-//! writer never checkpoints on a commit: a background connection does (`PASSIVE`) once about a
-//! thousand pages were written, so no commit waits for one.
+//! and does not disturb the others; a failed commit fails them all and nothing is kept. Once a
+//! group commit takes many appends (concurrent appenders), a background connection checkpoints
+//! (`PASSIVE`, every thousand pages or so) beside the writer, so commits stop waiting for
+//! checkpoints; the writer's own automatic checkpoint then waits for 4000 frames and only catches
+//! up with what the background has not copied, so the WAL can start over from its beginning. A
+//! lone appender keeps SQLite's own automatic checkpoint.
 //!
 //! Reads use a second connection. [`SqliteReader`] opens a store with `SQLITE_OPEN_READ_ONLY`:
 //! it never creates or modifies anything. To make that true for the directory too, a closing
@@ -383,10 +386,6 @@ impl SqliteStore {
             .map_err(|e| Error::sqlite(&path, &e))?;
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Stats::default());
-        // The writer never checkpoints on its own commits: a background connection does
-        // (`Checkpointer`), so a commit costs the WAL write and its fsync only.
-        conn.pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(|e| Error::sqlite(&path, &e))?;
         // A group commit's dirty pages (up to `max_batch` records and their three indexes) fit
         // in the page cache, so none is spilled to the WAL early and written twice.
         conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
@@ -524,7 +523,10 @@ impl SqliteStore {
     /// would. Safe with WAL: every reader (the read-only [`SqliteReader`] included) reads
     /// committed records from the WAL, and the next writer checkpoints them. For a short-lived
     /// process that appends a few records (the Claude Code hook), this skips the checkpoint's
-    /// fsyncs and the journal-mode switch of a clean close.
+    /// fsyncs and the journal-mode switch of a clean close. Once the WAL holds about a thousand
+    /// pages (4 MiB), this close folds it into the database and empties it instead (a process
+    /// that opens the store first forgets what was checkpointed, so a WAL kept by short-lived
+    /// writers would otherwise only grow).
     pub fn close_keeping_wal(self) {
         self.stats.keep_wal.store(true, Ordering::Relaxed);
         drop(self);
@@ -1177,8 +1179,27 @@ struct Writer {
 const WRITER_CACHE_KIB: i64 = -32 * 1024;
 /// The longest a group commit waits for the appenders of the previous group to come back.
 const MAX_GATHER: Duration = Duration::from_millis(2);
-/// WAL pages between checkpoints (SQLite's own default for its automatic checkpoints).
+/// WAL pages between background checkpoints (SQLite's own default for its automatic ones).
 const CHECKPOINT_PAGES: u64 = 1000;
+/// A group commit of at least this many appends starts the background checkpointer.
+const BACKGROUND_GROUP: u64 = 32;
+/// Once the background checkpointer runs, the writer's own automatic checkpoint
+/// (`wal_autocheckpoint`, counted by SQLite over the whole WAL, every process's frames) waits
+/// for this many frames: it then only copies what the background has not, and its next
+/// transaction starts the WAL over from its beginning. (A WAL restarts only when a write
+/// transaction begins with every frame checkpointed, which a checkpoint running beside a busy
+/// writer never sees; without the restart the WAL would grow for ever.)
+const RESTART_FRAMES: i64 = 4_000;
+/// The WAL size past which [`SqliteStore::close_keeping_wal`] empties it (about SQLite's
+/// thousand pages).
+const KEEP_WAL_LIMIT: u64 = 4 << 20;
+
+/// The store's WAL file (`<path>-wal`).
+fn wal_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
 
 /// Pulls the appends of one group commit from the queue: whatever is queued, up to
 /// `max_batch`; while fewer than the last group have come, it waits for more until a deadline
@@ -1347,6 +1368,14 @@ impl Writer {
             checkpointer.stop();
         }
         if self.stats.keep_wal.load(Ordering::Relaxed) {
+            // A process that opens the store first recovers the WAL and forgets how much of it
+            // was checkpointed, so a WAL kept by short-lived writers never starts over by
+            // itself (and SQLite's automatic checkpoints copy it all again, every time): once
+            // it holds about a thousand pages, fold it into the database and empty it.
+            let wal = std::fs::metadata(wal_path(&self.path)).map_or(0, |m| m.len());
+            if wal >= KEEP_WAL_LIMIT {
+                let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+            }
             // The last connection would checkpoint and delete the WAL when it closes: not this
             // one.
             let _ = self
@@ -1448,10 +1477,17 @@ impl Writer {
                 .unwrap_or_else(|| Err(unavailable("internal: missing result")));
             let _ = reply.send(r);
         }
+        // Groups of many appends (concurrent appenders): checkpoint in the background from now
+        // on, so commits stop paying for checkpoints. A lone appender's small commits keep
+        // SQLite's own automatic checkpoint (a thousand pages, then the WAL starts over), which
+        // costs them less than a WAL growing to a few thousand pages beside a checkpointer.
+        if self.checkpointer.is_none() && ok < BACKGROUND_GROUP {
+            return;
+        }
         // A record takes about a third of a page in the table and its three indexes; each
         // commit rewrites a few partly filled pages.
         self.wal_pages += ok / 3 + 8;
-        if self.wal_pages >= CHECKPOINT_PAGES {
+        if self.wal_pages >= CHECKPOINT_PAGES || self.checkpointer.is_none() {
             self.wal_pages = 0;
             self.checkpoint();
         }
@@ -1462,7 +1498,15 @@ impl Writer {
     fn checkpoint(&mut self) {
         if self.checkpointer.is_none() {
             match Checkpointer::start(&self.path, &self.options) {
-                Ok(c) => self.checkpointer = Some(c),
+                Ok(c) => {
+                    self.checkpointer = Some(c);
+                    if let Err(e) =
+                        self.conn
+                            .pragma_update(None, "wal_autocheckpoint", RESTART_FRAMES)
+                    {
+                        tracing::warn!(store = %self.path.display(), error = %e, "cannot defer the automatic checkpoint");
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(store = %self.path.display(), error = %e, "no background checkpointer; checkpointing inline");
                 }

@@ -376,3 +376,45 @@ fn checkpoints_run_beside_the_writer() {
     drop(store);
     assert_eq!(listing(dir.path()), vec!["ckpt.db"]);
 }
+
+#[test]
+fn the_wal_stays_bounded_across_short_lived_writers() {
+    // The Claude Code hook's pattern: one append per process, closed keeping the WAL. SQLite's
+    // automatic checkpoint (the whole WAL's frames, every process's) still runs, so the WAL
+    // starts over instead of growing with every session.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hooks.db");
+    let wal = dir.path().join("hooks.db-wal");
+    let mut largest = 0;
+    for i in 0..400 {
+        let store = SqliteStore::open(&path).unwrap();
+        store.append_blocking(append("sessions", i)).unwrap();
+        store.close_keeping_wal();
+        largest = largest.max(std::fs::metadata(&wal).unwrap().len());
+    }
+    // 400 sessions write well over a thousand frames; the WAL holds about a thousand at most.
+    assert!(largest < 6 << 20, "the WAL grew to {largest} bytes");
+    let r = SqliteReader::open(&path)
+        .unwrap()
+        .verify(&ChainId::new("sessions").unwrap(), &Expected::Nothing)
+        .unwrap();
+    assert!(r.result.valid && r.result.checked_records == 400, "{r:?}");
+}
+
+#[test]
+fn a_busy_writer_restarts_its_wal() {
+    // With the background checkpointer running beside a writer that never pauses, the writer's
+    // own checkpoint catches up past a few thousand frames so the WAL starts over: its file
+    // stops growing.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let store = SqliteStore::open(&path).unwrap();
+    for i in 0..3000 {
+        store.append_blocking(append("busy", i)).unwrap();
+    }
+    let wal = std::fs::metadata(dir.path().join("busy.db-wal"))
+        .unwrap()
+        .len();
+    // Without restarts 3000 commits of a few pages each write well over 40 MB of frames.
+    assert!(wal < 24 << 20, "the WAL grew to {wal} bytes");
+}
