@@ -66,15 +66,23 @@ pub(super) fn split(command: &str) -> Result<Vec<ShellSubject>, SplitError> {
 
 fn walk_text(text: &str, context: &str) -> Result<Vec<Item>, SplitError> {
     if text.len() <= super::MAX_COMMAND_BYTES
-        && let Some(commands) = fast::split(text)
+        && let Some(pieces) = fast::split(text)
     {
-        let mut items = Vec::new();
-        for c in commands {
-            push_normalized(&mut items, normalize(&c));
-        }
-        return Ok(items);
+        return Ok(fast_items(pieces));
     }
     walk_tree(text, context)
+}
+
+/// The fast path's pieces as the walk's items.
+fn fast_items(pieces: Vec<fast::Piece>) -> Vec<Item> {
+    let mut items = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match p {
+            fast::Piece::Command(c) => push_normalized(&mut items, normalize(&c)),
+            fast::Piece::Subject(s) => items.push(Item::Subject(s)),
+        }
+    }
+    items
 }
 
 /// The tree-sitter walk alone (the fast path's reference).
@@ -111,6 +119,10 @@ struct Walker<'t> {
     stdins: Vec<Stdin>,
     /// Words tree-sitter attached to a redirect (`echo > f a b`): they belong to the command.
     extra_words: HashMap<usize, Vec<Node<'t>>>,
+    /// The stdin an input redirect gives the last command of a list or pipeline, by node:
+    /// tree-sitter-bash attaches the redirect of `a && b < f` or `a | b < f` to the whole
+    /// list or pipeline, while bash applies it to `b` alone.
+    tail_stdin: HashMap<usize, usize>,
     items: Vec<Item>,
 }
 
@@ -129,6 +141,7 @@ impl<'t> Walker<'t> {
             root: parsed.tree.root_node(),
             stdins: vec![Stdin::Inherited, Stdin::Pipe],
             extra_words: HashMap::new(),
+            tail_stdin: HashMap::new(),
             items: Vec::new(),
         }
     }
@@ -220,10 +233,13 @@ impl<'t> Walker<'t> {
                 if !child.is_named() {
                     continue;
                 }
-                let stdin = child_stdin
-                    .iter()
-                    .find(|(c, _)| *c == i)
-                    .map_or(f.stdin, |(_, s)| *s);
+                let stdin = match self.tail_stdin.remove(&child.id()) {
+                    Some(s) => s,
+                    None => child_stdin
+                        .iter()
+                        .find(|(c, _)| *c == i)
+                        .map_or(f.stdin, |(_, s)| *s),
+                };
                 stack.push(Frame {
                     node: child,
                     parent: kind,
@@ -269,10 +285,23 @@ impl<'t> Walker<'t> {
                 }
             }
         }
-        Ok(match (stdin, body_index) {
-            (Some(s), Some(i)) => {
+        Ok(match (stdin, body, body_index) {
+            (Some(s), Some(body), Some(i)) => {
                 self.stdins.push(s);
-                vec![(i, self.stdins.len() - 1)]
+                let stdin = self.stdins.len() - 1;
+                if matches!(body.kind(), "list" | "pipeline") {
+                    let mut tail = body;
+                    while matches!(tail.kind(), "list" | "pipeline")
+                        && let Some(last) =
+                            tail.named_child(tail.named_child_count().saturating_sub(1))
+                    {
+                        tail = last;
+                    }
+                    self.tail_stdin.insert(tail.id(), stdin);
+                    Vec::new()
+                } else {
+                    vec![(i, stdin)]
+                }
             }
             _ => Vec::new(),
         })
@@ -541,7 +570,6 @@ impl<'t> Walker<'t> {
         };
         let w = word_from_nodes(&[dest], self.src);
         let text = text_of(self.src, r.start_byte(), dest.end_byte());
-        let input = matches!(op, "<" | "<&");
         if matches!(op, ">&" | "<&" | ">&-" | "<&-")
             && (w.value == "-" || w.value.chars().all(|c| c.is_ascii_digit()))
             && w.dynamic.is_none()
@@ -551,74 +579,81 @@ impl<'t> Walker<'t> {
         if dest.kind() == "process_substitution" {
             return Ok(()); // a pipe to a command the walk visits
         }
-        let v = w.value.as_str();
-        if w.dynamic.is_none()
-            && matches!(
-                v,
-                "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/stdin"
-            )
-        {
-            return Ok(());
+        if let Some(subject) = redirect_subject(op, &w, text) {
+            self.items.push(Item::Subject(subject));
         }
-        if v.starts_with("/dev/tcp/") || v.starts_with("/dev/udp/") {
-            self.items
-                .push(Item::Subject(ShellSubject::Command(ShellCommand {
-                    text: text.clone(),
-                    written: vec![text.clone()],
-                    normalized: vec![text.clone()],
-                    also: Vec::new(),
-                    unknown: Some(format!("`{text}` opens a network connection")),
-                    extends: false,
-                    hazards: Vec::new(),
-                    via: None,
-                    read_only: false,
-                    constraint: false,
-                })));
-            return Ok(());
-        }
-        let mut unknown = w
-            .dynamic
-            .as_ref()
-            .map(|d| format!("the redirect target is not a literal: {d}"));
-        if unknown.is_none() && (w.glob || w.brace) {
-            unknown = Some(format!(
-                "the redirect target `{}` holds a glob or brace pattern",
-                w.written
-            ));
-        }
-        let mut path = w.value.clone();
-        if path.starts_with('~') {
-            if w.written.starts_with('~') {
-                let user = path[1..].split('/').next().unwrap_or_default();
-                if !user.is_empty() {
-                    unknown.get_or_insert_with(|| {
-                        format!(
-                            "the redirect target `{}` names another user's home",
-                            w.written
-                        )
-                    });
-                } else if path == "~" {
-                    path = "~/".into();
-                }
-            } else {
-                path = format!("./{path}"); // a quoted `~` is a file named `~`
-            }
-        }
-        if path.is_empty() {
-            unknown.get_or_insert_with(|| "the redirect target is empty".into());
-        }
-        let redirect = Redirect {
-            text,
-            path,
-            unknown,
-        };
-        self.items.push(Item::Subject(if input {
-            ShellSubject::Read(redirect)
-        } else {
-            ShellSubject::Write(redirect)
-        }));
         Ok(())
     }
+}
+
+/// The subject of a file redirect `op` to the word `w` (`text` as written), if it has one
+/// (`/dev/null` and the standard streams are none; `/dev/tcp/…` is a command that is never
+/// allowed). Shared by the walk and the fast path.
+pub(super) fn redirect_subject(op: &str, w: &Word, text: String) -> Option<ShellSubject> {
+    let v = w.value.as_str();
+    if w.dynamic.is_none()
+        && matches!(
+            v,
+            "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/stdin"
+        )
+    {
+        return None;
+    }
+    if v.starts_with("/dev/tcp/") || v.starts_with("/dev/udp/") {
+        return Some(ShellSubject::Command(ShellCommand {
+            text: text.clone(),
+            written: vec![text.clone()],
+            normalized: vec![text.clone()],
+            also: Vec::new(),
+            unknown: Some(format!("`{text}` opens a network connection")),
+            extends: false,
+            hazards: Vec::new(),
+            via: None,
+            read_only: false,
+            constraint: false,
+        }));
+    }
+    let mut unknown = w
+        .dynamic
+        .as_ref()
+        .map(|d| format!("the redirect target is not a literal: {d}"));
+    if unknown.is_none() && (w.glob || w.brace) {
+        unknown = Some(format!(
+            "the redirect target `{}` holds a glob or brace pattern",
+            w.written
+        ));
+    }
+    let mut path = w.value.clone();
+    if path.starts_with('~') {
+        if w.written.starts_with('~') {
+            let user = path[1..].split('/').next().unwrap_or_default();
+            if !user.is_empty() {
+                unknown.get_or_insert_with(|| {
+                    format!(
+                        "the redirect target `{}` names another user's home",
+                        w.written
+                    )
+                });
+            } else if path == "~" {
+                path = "~/".into();
+            }
+        } else {
+            path = format!("./{path}"); // a quoted `~` is a file named `~`
+        }
+    }
+    if path.is_empty() {
+        unknown.get_or_insert_with(|| "the redirect target is empty".into());
+    }
+    let redirect = Redirect {
+        text,
+        path,
+        unknown,
+    };
+    Some(if matches!(op, "<" | "<&") {
+        ShellSubject::Read(redirect)
+    } else {
+        ShellSubject::Write(redirect)
+    })
 }
 
 /// A file redirect's operator (`>`, `>>`, `<`, `&>`, `>&`, …).
@@ -758,6 +793,27 @@ mod tests {
             Just("x=\"a b\"".to_owned()),
             Just("_x=1".to_owned()),
             Just("9".to_owned()),
+            Just(">".to_owned()),
+            Just(">>".to_owned()),
+            Just("<".to_owned()),
+            Just("2>&1".to_owned()),
+            Just(">&2".to_owned()),
+            Just("2>/dev/null".to_owned()),
+            Just(">out.txt".to_owned()),
+            Just("0<in".to_owned()),
+            Just("2<in".to_owned()),
+            Just(">~".to_owned()),
+            Just(">~/x".to_owned()),
+            Just(">'~'".to_owned()),
+            Just("/dev/tcp/h/80".to_owned()),
+            Just("$(".to_owned()),
+            Just("\"$(".to_owned()),
+            Just(")".to_owned()),
+            Just(")\"".to_owned()),
+            Just("$(git log -1)".to_owned()),
+            Just("\"$(ls -la | grep x)\"".to_owned()),
+            Just("\"$(a && b; c)\"".to_owned()),
+            Just("$(bash -c 'rm x')".to_owned()),
             "[a-z0-9_./:,@%+=~-]{1,5}",
         ]
     }
@@ -783,15 +839,140 @@ mod tests {
                 text.push_str(t);
                 text.push_str(s);
             }
-            if let Some(commands) = fast::split(&text) {
-                let mut fast_items = Vec::new();
-                for c in commands {
-                    push_normalized(&mut fast_items, normalize(&c));
-                }
+            if let Some(pieces) = fast::split(&text) {
+                let fast_items = fast_items(pieces);
                 let slow = walk_tree(&text, "");
                 prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
                 let slow = slow.unwrap_or_default();
                 prop_assert_eq!(subjects(fast_items), subjects(slow), "{:?}", text);
+            }
+        }
+    }
+
+    /// A list of simple commands with substitutions and redirects in the shapes the fast path
+    /// takes (and near misses), so most cases exercise it.
+    fn structured() -> impl Strategy<Value = String> {
+        let word = || {
+            prop::sample::select(vec![
+                "git", "status", "ls", "-la", "cat", "rm", "-rf", "x", "'a b'", "\"c d\"", "A=1",
+                "sudo", "timeout", "5", "bash", "-c", "xargs", "~/f", "/tmp/x", "2", "if", "eval",
+                "'rm x'", "a@b",
+            ])
+        };
+        let op = || prop::sample::select(vec![" && ", " || ", "; ", " | ", "|", "&&", " ;"]);
+        let plain = move || prop::collection::vec(word(), 1..4).prop_map(|w| w.join(" "));
+        let inner = prop::collection::vec((plain(), op()), 1..3).prop_map(|cs| {
+            let mut s = String::new();
+            for (i, (c, o)) in cs.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(o);
+                }
+                s.push_str(c);
+            }
+            s
+        });
+        let sub = (inner, any::<bool>()).prop_map(|(l, q)| {
+            if q {
+                format!("\"$({l})\"")
+            } else {
+                format!("$({l})")
+            }
+        });
+        let redirect = prop::sample::select(vec![
+            "> f",
+            ">> f",
+            "< f",
+            ">f",
+            "2>&1",
+            "2>/dev/null",
+            "> /dev/null",
+            "> ~/x",
+            ">'~'",
+            "<f",
+            "> /dev/tcp/h/1",
+            "1>f",
+            ">&2",
+            "2> f",
+            "> ~",
+            ">\"o p\"",
+        ]);
+        let command = (
+            plain(),
+            prop::option::of(sub),
+            plain(),
+            prop::collection::vec(redirect, 0..3),
+        )
+            .prop_map(|(a, sub, b, rs)| {
+                let mut s = a;
+                if let Some(sub) = sub {
+                    s.push(' ');
+                    s.push_str(&sub);
+                    s.push(' ');
+                    s.push_str(&b);
+                }
+                for r in rs {
+                    s.push(' ');
+                    s.push_str(r);
+                }
+                s
+            });
+        prop::collection::vec((command, op()), 1..4).prop_map(|cs| {
+            let mut s = String::new();
+            for (i, (c, o)) in cs.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(o);
+                }
+                s.push_str(c);
+            }
+            s
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: match std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()) {
+                Some(n) => n,
+                None if std::env::var_os("CI").is_some() => 48,
+                None => 512,
+            },
+            ..ProptestConfig::default()
+        })]
+
+        /// Redirects and substitutions: whatever the fast path accepts, it splits exactly as
+        /// the tree-sitter walk does.
+        #[test]
+        fn the_fast_path_agrees_on_redirects_and_substitutions(text in structured()) {
+            if let Some(pieces) = fast::split(&text) {
+                let fast_items = fast_items(pieces);
+                let slow = walk_tree(&text, "");
+                prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
+                let slow = slow.unwrap_or_default();
+                prop_assert_eq!(subjects(fast_items), subjects(slow), "{:?}", text);
+            }
+        }
+    }
+
+    /// tree-sitter-bash attaches the redirect of `a && b < f` to the whole list; bash feeds
+    /// the file to `b` alone, and so does the walk (and the fast path).
+    #[test]
+    fn an_input_redirect_after_a_list_feeds_its_last_command_only() {
+        for (text, first, last) in [
+            ("bash && bash < f", "standard input", "a file"),
+            ("bash | bash < f", "standard input", "a file"),
+            ("bash < f | bash", "a file", "a pipe"),
+            ("bash; bash < f", "standard input", "a file"),
+        ] {
+            for items in [walk_tree(text, "").unwrap(), walk_text(text, "").unwrap()] {
+                let why: Vec<String> = items
+                    .iter()
+                    .filter_map(|i| match i {
+                        Item::Subject(ShellSubject::Command(c)) => c.unknown.clone(),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(why.len(), 2, "{text}: {why:?}");
+                assert!(why[0].ends_with(first), "{text}: {why:?}");
+                assert!(why[1].ends_with(last), "{text}: {why:?}");
             }
         }
     }
@@ -803,6 +984,11 @@ mod tests {
             "a && b || c; d | e",
             "A='x y' b \"c\"",
             "git status ;",
+            "cat a > b",
+            "cat a >> b 2>&1 | x",
+            "cat < b",
+            "echo \"$(git log -1)\" $(pwd)",
+            "x \"$(a | b \"$(c)\")\"",
         ] {
             assert!(fast::split(yes).is_some(), "{yes}");
         }
@@ -816,8 +1002,24 @@ mod tests {
             "a;;",
             "echo $x",
             "echo `x`",
-            "a > b",
-            "a < b",
+            "> b a",
+            "a > b c",
+            "a>b",
+            "a >& b",
+            "a &> b",
+            "a >| b",
+            "a << b",
+            "a <<< b",
+            "a 0< b",
+            "a < $(b)",
+            "a $(b) < c",
+            "$(a) b",
+            "a x$(b)",
+            "a \"$(b) c\"",
+            "a $(b;)",
+            "a $()",
+            "a $(b",
+            "a )",
             "a\nb",
             "if true",
             "(a)",
