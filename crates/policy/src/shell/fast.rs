@@ -1,4 +1,4 @@
-//! The fast path: a command made only of plain words (a conservative character set, `'…'`,
+//! The fast path: a command made only of plain words (a conservative character set and `*`, `'…'`,
 //! and `"…"` without `$`, `` ` `` or `\`), whole-word command substitutions (`$(…)`,
 //! `"$(…)"`) whose contents are again such a list, and simple file redirects after a
 //! command's words (`>`, `>>`, `<`, a one-digit descriptor before `>`, `N>&M`), separated by
@@ -299,7 +299,10 @@ impl Parser<'_> {
         // reads some words that start otherwise differently from bash: those go to it).
         let first = self.peek()?;
         if !(first.is_ascii_alphanumeric()
-            || matches!(first, b'_' | b'.' | b'/' | b'~' | b'-' | b'\'' | b'"'))
+            || matches!(
+                first,
+                b'_' | b'.' | b'/' | b'~' | b'-' | b'*' | b'\'' | b'"'
+            ))
         {
             return None;
         }
@@ -309,6 +312,11 @@ impl Parser<'_> {
             match c {
                 c if plain(c) => {
                     w.value.push(c as char);
+                    self.i += 1;
+                }
+                b'*' => {
+                    w.glob = true;
+                    w.value.push('*');
                     self.i += 1;
                 }
                 q @ (b'\'' | b'"') => {

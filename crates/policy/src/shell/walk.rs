@@ -814,7 +814,15 @@ mod tests {
             Just("\"$(ls -la | grep x)\"".to_owned()),
             Just("\"$(a && b; c)\"".to_owned()),
             Just("$(bash -c 'rm x')".to_owned()),
-            "[a-z0-9_./:,@%+=~-]{1,5}",
+            Just("*".to_owned()),
+            Just("*.rs".to_owned()),
+            Just("src/*".to_owned()),
+            Just("a*b".to_owned()),
+            Just("'*'x*".to_owned()),
+            Just("x=*".to_owned()),
+            Just("-*".to_owned()),
+            Just("~*".to_owned()),
+            "[a-z0-9_./:,@%+=~*-]{1,5}",
         ]
     }
 
@@ -856,7 +864,7 @@ mod tests {
             prop::sample::select(vec![
                 "git", "status", "ls", "-la", "cat", "rm", "-rf", "x", "'a b'", "\"c d\"", "A=1",
                 "sudo", "timeout", "5", "bash", "-c", "xargs", "~/f", "/tmp/x", "2", "if", "eval",
-                "'rm x'", "a@b",
+                "'rm x'", "a@b", "*.rs", "src/*", "*", "a=*", "r*",
             ])
         };
         let op = || prop::sample::select(vec![" && ", " || ", "; ", " | ", "|", "&&", " ;"]);
@@ -890,6 +898,8 @@ mod tests {
             ">'~'",
             "<f",
             "> /dev/tcp/h/1",
+            "> *.txt",
+            "< *",
             "1>f",
             ">&2",
             "2> f",
@@ -989,6 +999,7 @@ mod tests {
             "cat < b",
             "echo \"$(git log -1)\" $(pwd)",
             "x \"$(a | b \"$(c)\")\"",
+            "ls *.rs src/* > out",
         ] {
             assert!(fast::split(yes).is_some(), "{yes}");
         }
@@ -1027,7 +1038,8 @@ mod tests {
             "a # c",
             "echo \"$x\"",
             "echo \\a",
-            "echo *",
+            "echo ?",
+            "echo [a]",
             "=x",
             "time a",
             "a\rb",
