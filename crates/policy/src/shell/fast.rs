@@ -1,12 +1,12 @@
-//! The fast path: a command made only of plain words (a conservative character set and `*`, `'…'`,
-//! and `"…"` without `$`, `` ` `` or `\`), whole-word command substitutions (`$(…)`,
+//! The fast path: a command made only of plain words (a conservative character set and `*`,
+//! `'…'`, and `"…"` without `$`, `` ` `` or `\`), whole-word command substitutions (`$(…)`,
 //! `"$(…)"`) whose contents are again such a list, and simple file redirects after a
 //! command's words (`>`, `>>`, `<`, a one-digit descriptor before `>`, `N>&M`), separated by
 //! `&&`, `||`, `;` and `|`, is split without tree-sitter. It yields exactly what the
-//! tree-sitter walk yields for the same text, in the same order (a differential property test
-//! holds it to that); anything else — any other character, a reserved word, an empty command
-//! between operators, a word after a redirect, a substitution inside a larger word — goes to
-//! tree-sitter.
+//! tree-sitter walk yields for the same text, in the same order (two differential property
+//! tests hold it to that); anything else (any other character, a reserved word, an empty
+//! command between operators, a word after a redirect, a substitution inside a larger word)
+//! goes to tree-sitter.
 
 use super::ShellSubject;
 use super::normalize::{SimpleCommand, Stdin};
