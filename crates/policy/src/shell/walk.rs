@@ -826,37 +826,6 @@ mod tests {
         ]
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: match std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()) {
-                Some(n) => n,
-                None if std::env::var_os("CI").is_some() => 48,
-                None => 512,
-            },
-            ..ProptestConfig::default()
-        })]
-
-        /// Whatever the fast path accepts, it splits exactly as the tree-sitter walk does.
-        #[test]
-        fn the_fast_path_agrees_with_tree_sitter(
-            toks in prop::collection::vec(token(), 1..12),
-            seps in prop::collection::vec(prop_oneof![Just(" "), Just("  "), Just("\t")], 12),
-        ) {
-            let mut text = String::new();
-            for (t, s) in toks.iter().zip(&seps) {
-                text.push_str(t);
-                text.push_str(s);
-            }
-            if let Some(pieces) = fast::split(&text) {
-                let fast_items = fast_items(pieces);
-                let slow = walk_tree(&text, "");
-                prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
-                let slow = slow.unwrap_or_default();
-                prop_assert_eq!(subjects(fast_items), subjects(slow), "{:?}", text);
-            }
-        }
-    }
-
     /// A list of simple commands with substitutions and redirects in the shapes the fast path
     /// takes (and near misses), so most cases exercise it.
     fn structured() -> impl Strategy<Value = String> {
@@ -869,16 +838,7 @@ mod tests {
         };
         let op = || prop::sample::select(vec![" && ", " || ", "; ", " | ", "|", "&&", " ;"]);
         let plain = move || prop::collection::vec(word(), 1..4).prop_map(|w| w.join(" "));
-        let inner = prop::collection::vec((plain(), op()), 1..3).prop_map(|cs| {
-            let mut s = String::new();
-            for (i, (c, o)) in cs.iter().enumerate() {
-                if i > 0 {
-                    s.push_str(o);
-                }
-                s.push_str(c);
-            }
-            s
-        });
+        let inner = prop::collection::vec((plain(), op()), 1..3).prop_map(|cs| joined(&cs));
         let sub = (inner, any::<bool>()).prop_map(|(l, q)| {
             if q {
                 format!("\"$({l})\"")
@@ -926,16 +886,30 @@ mod tests {
                 }
                 s
             });
-        prop::collection::vec((command, op()), 1..4).prop_map(|cs| {
-            let mut s = String::new();
-            for (i, (c, o)) in cs.iter().enumerate() {
-                if i > 0 {
-                    s.push_str(o);
-                }
-                s.push_str(c);
+        prop::collection::vec((command, op()), 1..4).prop_map(|cs| joined(&cs))
+    }
+
+    /// Commands joined by the operator after each (the last one's is dropped).
+    fn joined(commands: &[(String, &str)]) -> String {
+        let mut s = String::new();
+        for (i, (c, op)) in commands.iter().enumerate() {
+            s.push_str(c);
+            if i + 1 < commands.len() {
+                s.push_str(op);
             }
-            s
-        })
+        }
+        s
+    }
+
+    /// The fast path, when it takes `text`, yields what the tree-sitter walk yields.
+    fn agrees(text: &str) -> Result<(), TestCaseError> {
+        if let Some(pieces) = fast::split(text) {
+            let slow = walk_tree(text, "");
+            prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
+            let slow = slow.unwrap_or_default();
+            prop_assert_eq!(subjects(fast_items(pieces)), subjects(slow), "{:?}", text);
+        }
+        Ok(())
     }
 
     proptest! {
@@ -948,17 +922,25 @@ mod tests {
             ..ProptestConfig::default()
         })]
 
+        /// Whatever the fast path accepts, it splits exactly as the tree-sitter walk does.
+        #[test]
+        fn the_fast_path_agrees_with_tree_sitter(
+            toks in prop::collection::vec(token(), 1..12),
+            seps in prop::collection::vec(prop_oneof![Just(" "), Just("  "), Just("\t")], 12),
+        ) {
+            let mut text = String::new();
+            for (t, s) in toks.iter().zip(&seps) {
+                text.push_str(t);
+                text.push_str(s);
+            }
+            agrees(&text)?;
+        }
+
         /// Redirects and substitutions: whatever the fast path accepts, it splits exactly as
         /// the tree-sitter walk does.
         #[test]
         fn the_fast_path_agrees_on_redirects_and_substitutions(text in structured()) {
-            if let Some(pieces) = fast::split(&text) {
-                let fast_items = fast_items(pieces);
-                let slow = walk_tree(&text, "");
-                prop_assert!(slow.is_ok(), "{text:?}: {:?}", slow.err());
-                let slow = slow.unwrap_or_default();
-                prop_assert_eq!(subjects(fast_items), subjects(slow), "{:?}", text);
-            }
+            agrees(&text)?;
         }
     }
 
