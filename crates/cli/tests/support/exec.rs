@@ -32,14 +32,15 @@ deny = ["bash(rm:*)"]
 /// Every mechanism optional, for the in-process backend or a simulated kernel.
 const OPTIONAL: &str = "\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n";
 
-/// Runs `warden exec` in `dir` with `policy`, workspace `dir/ws`, JSON output.
-fn exec_with(
+/// Runs `warden exec` in `dir` with `policy`, workspace `dir/ws` and `extra` arguments (shared
+/// with `exec_evidence`).
+pub(super) fn run_exec(
     dir: &Path,
     policy: &str,
     tool: &str,
     args: &Value,
     extra: &[&str],
-) -> (Output, Value) {
+) -> Output {
     let policy = write(dir, "policy.toml", policy);
     let args = args.to_string();
     let ws = dir.join("ws");
@@ -55,11 +56,22 @@ fn exec_with(
         &args,
         "--workspace",
         &ws,
-        "--format",
-        "json",
     ];
     argv.extend_from_slice(extra);
-    let out = warden(&argv, dir);
+    warden(&argv, dir)
+}
+
+/// Runs `warden exec` in `dir` with `policy`, workspace `dir/ws`, JSON output.
+fn exec_with(
+    dir: &Path,
+    policy: &str,
+    tool: &str,
+    args: &Value,
+    extra: &[&str],
+) -> (Output, Value) {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(extra);
+    let out = run_exec(dir, policy, tool, args, &all);
     (out.clone(), parse(&out))
 }
 

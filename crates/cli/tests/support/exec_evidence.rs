@@ -24,28 +24,9 @@ env_allowlist = "optional"
 
 /// `warden exec` in `dir` (workspace `dir/ws`, store `dir/ev.db`, in-process backend).
 fn exec(dir: &Path, tool: &str, args: &Value, extra: &[&str]) -> (Output, Value) {
-    let policy = write(dir, "policy.toml", POLICY);
-    let ws = dir.join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let args = args.to_string();
-    let ws = ws.to_string_lossy().into_owned();
-    let mut argv = vec![
-        "exec",
-        "--policy",
-        &policy,
-        "--tool",
-        tool,
-        "--args",
-        &args,
-        "--workspace",
-        &ws,
-        "--backend",
-        "in-process",
-        "--evidence",
-        "ev.db",
-    ];
-    argv.extend_from_slice(extra);
-    let out = warden(&argv, dir);
+    let mut all = vec!["--backend", "in-process", "--evidence", "ev.db"];
+    all.extend_from_slice(extra);
+    let out = super::exec::run_exec(dir, POLICY, tool, args, &all);
     let v = if extra.contains(&"json") {
         let got = lines(&out);
         assert_eq!(got.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));

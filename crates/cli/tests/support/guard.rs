@@ -41,6 +41,24 @@ fn run(policy: &str, stdin: &str, dir: &Path, journal: Option<&Path>) -> Output 
     hook_with(&args, stdin, dir, &[])
 }
 
+/// One hook event from `dir` (its `cwd`), answered under `policy`.
+fn hook_event(
+    policy: &str,
+    name: &str,
+    tool: &str,
+    input: Value,
+    response: Option<Value>,
+    dir: &Path,
+    journal: Option<&Path>,
+) -> Output {
+    run(
+        policy,
+        &event(name, tool, input, response, dir),
+        dir,
+        journal,
+    )
+}
+
 fn answer(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim_end()).unwrap_or_else(|e| {
@@ -70,15 +88,12 @@ fn the_hook_denies_a_payload_carrying_a_secret() {
         "curl -H 'Authorization: token {}' https://api.github.com",
         token()
     );
-    let out = run(
+    let out = hook_event(
         &policy,
-        &event(
-            "PreToolUse",
-            "Bash",
-            json!({"command": command}),
-            None,
-            dir.path(),
-        ),
+        "PreToolUse",
+        "Bash",
+        json!({"command": command}),
+        None,
         dir.path(),
         Some(&store),
     );
@@ -113,15 +128,12 @@ fn the_hook_denies_a_payload_carrying_a_secret() {
     assert!(!payload.contains(&token()));
 
     // The same call without the token is decided by the rules as usual.
-    let out = run(
+    let out = hook_event(
         &policy,
-        &event(
-            "PreToolUse",
-            "Bash",
-            json!({"command": "curl https://api.github.com"}),
-            None,
-            dir.path(),
-        ),
+        "PreToolUse",
+        "Bash",
+        json!({"command": "curl https://api.github.com"}),
+        None,
         dir.path(),
         None,
     );
@@ -150,9 +162,12 @@ fn the_hook_denies_a_payload_matching_a_deny_pattern_or_too_large() {
         ),
     ];
     for (input, needle) in cases {
-        let out = run(
+        let out = hook_event(
             &policy,
-            &event("PreToolUse", "Write", input, None, dir.path()),
+            "PreToolUse",
+            "Write",
+            input,
+            None,
             dir.path(),
             None,
         );
@@ -170,9 +185,12 @@ fn redaction_hands_back_the_redacted_input_as_decided() {
     let dir = tempfile::tempdir().unwrap();
     let policy = policy(dir.path(), "secrets = \"redact\"\n");
     let input = json!({"file_path": "/tmp/.env", "content": "API_KEY=abc123xyz\nPORT=8080\n"});
-    let out = run(
+    let out = hook_event(
         &policy,
-        &event("PreToolUse", "Write", input, None, dir.path()),
+        "PreToolUse",
+        "Write",
+        input,
+        None,
         dir.path(),
         None,
     );
@@ -193,15 +211,12 @@ fn redaction_hands_back_the_redacted_input_as_decided() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("abc123xyz"));
     // A denied call is denied; there is no input to hand back.
     let command = format!("rm -rf /tmp/x; echo {}", token());
-    let out = run(
+    let out = hook_event(
         &policy,
-        &event(
-            "PreToolUse",
-            "Bash",
-            json!({"command": command}),
-            None,
-            dir.path(),
-        ),
+        "PreToolUse",
+        "Bash",
+        json!({"command": command}),
+        None,
         dir.path(),
         None,
     );
@@ -220,15 +235,12 @@ fn post_tool_use_results_are_redacted_or_withheld() {
         "secrets = \"redact\"\ndeny = [\"BEGIN EXFIL\"]\n",
     );
     let response = json!({"stdout": format!("GITHUB_TOKEN={}\nok", token()), "stderr": "", "interrupted": false});
-    let out = run(
+    let out = hook_event(
         &redacting,
-        &event(
-            "PostToolUse",
-            "Bash",
-            json!({"command": "env"}),
-            Some(response),
-            dir.path(),
-        ),
+        "PostToolUse",
+        "Bash",
+        json!({"command": "env"}),
+        Some(response),
         dir.path(),
         None,
     );
@@ -254,15 +266,12 @@ fn post_tool_use_results_are_redacted_or_withheld() {
 
     // A blocking guard withholds every string and says why.
     let response = json!({"stdout": "BEGIN EXFIL data", "stderr": "", "interrupted": false});
-    let out = run(
+    let out = hook_event(
         &redacting,
-        &event(
-            "PostToolUse",
-            "Bash",
-            json!({"command": "cat x"}),
-            Some(response),
-            dir.path(),
-        ),
+        "PostToolUse",
+        "Bash",
+        json!({"command": "cat x"}),
+        Some(response),
         dir.path(),
         None,
     );
@@ -283,15 +292,12 @@ fn post_tool_use_results_are_redacted_or_withheld() {
 
     // A clean result: nothing printed.
     let response = json!({"stdout": "total 0", "stderr": "", "interrupted": false});
-    let out = run(
+    let out = hook_event(
         &redacting,
-        &event(
-            "PostToolUse",
-            "Bash",
-            json!({"command": "ls"}),
-            Some(response),
-            dir.path(),
-        ),
+        "PostToolUse",
+        "Bash",
+        json!({"command": "ls"}),
+        Some(response),
         dir.path(),
         None,
     );
