@@ -63,6 +63,13 @@ fn always(answer: Option<Answer>) -> impl Fn(&Call) -> CheckResult + Send + Sync
     move |_: &Call| Ok(answer.clone())
 }
 
+/// A set of one permission that always gives `answer`.
+fn one(name: &str, kind: PermissionKind, answer: Option<Answer>) -> PermissionSet {
+    PermissionSet::new()
+        .register(info(name, kind), always(answer))
+        .unwrap()
+}
+
 // ------------------------------------------------------------------ kinds and order
 
 #[test]
@@ -288,12 +295,7 @@ fn a_deny_permission_beats_an_ask_rule_and_a_decide_permission_beats_an_allow_ru
 fn only_neutral_constraints_leave_the_call_to_permissions() {
     // A redirect input (`< file`) is a constraint: with no deny or ask rule on it, the call
     // itself is left to the permissions, then to the default.
-    let set = PermissionSet::new()
-        .register(
-            info("yes", PermissionKind::Allow),
-            always(Some(Answer::Allowed)),
-        )
-        .unwrap();
+    let set = one("yes", PermissionKind::Allow, Some(Answer::Allowed));
     let s = snapshot("default = \"deny\"\n", &set);
     let c = bash("< /repo/a");
     let rules = s.decide(&c);
@@ -312,12 +314,7 @@ fn only_neutral_constraints_leave_the_call_to_permissions() {
 
 #[test]
 fn operating_modes_cap_a_permissions_answer() {
-    let set = PermissionSet::new()
-        .register(
-            info("yes", PermissionKind::Allow),
-            always(Some(Answer::Allowed)),
-        )
-        .unwrap();
+    let set = one("yes", PermissionKind::Allow, Some(Answer::Allowed));
     let s = snapshot(
         "default = \"deny\"\n[modes]\nactive = [\"plan_only\"]\n",
         &set,
@@ -353,9 +350,7 @@ fn an_answer_of_the_wrong_kind_is_an_error() {
         (PermissionKind::Deny, Answer::Allowed),
         (PermissionKind::Allow, Answer::deny("no")),
     ] {
-        let set = PermissionSet::new()
-            .register(info("wrong", kind), always(Some(answer.clone())))
-            .unwrap();
+        let set = one("wrong", kind, Some(answer.clone()));
         let s = snapshot("default = \"ask\"\n", &set);
         let e = decide_with_permissions(&s, &set, &call("read_file", json!({}))).unwrap_err();
         assert!(
@@ -370,9 +365,7 @@ fn an_answer_of_the_wrong_kind_is_an_error() {
     }
     // A decide permission may answer either.
     for answer in [Answer::Allowed, Answer::deny("no")] {
-        let set = PermissionSet::new()
-            .register(info("judge", PermissionKind::Decide), always(Some(answer)))
-            .unwrap();
+        let set = one("judge", PermissionKind::Decide, Some(answer));
         let s = snapshot("default = \"ask\"\n", &set);
         assert!(decide_with_permissions(&s, &set, &call("x", json!({}))).is_ok());
     }
@@ -443,22 +436,12 @@ fn a_denial_with_stop_marks_the_verdict() {
         assert_eq!((v.verdict.decision, v.stop), (Decision::Allow, false));
     }
     // A stop that does not decide the call does not mark it: a deny rule decided first.
-    let set = PermissionSet::new()
-        .register(
-            info("stopper", PermissionKind::Deny),
-            always(Some(Answer::stop("stop"))),
-        )
-        .unwrap();
+    let set = one("stopper", PermissionKind::Deny, Some(Answer::stop("stop")));
     let s = snapshot("default = \"allow\"\ndeny = [\"deploy\"]\n", &set);
     let v = decide(&s, &set, &call("deploy", json!({})));
     assert_eq!((v.verdict.decision, v.stop), (Decision::Deny, false));
     // An empty reason is replaced by one naming the permission.
-    let set = PermissionSet::new()
-        .register(
-            info("mute", PermissionKind::Deny),
-            always(Some(Answer::deny(" "))),
-        )
-        .unwrap();
+    let set = one("mute", PermissionKind::Deny, Some(Answer::deny(" ")));
     let s = snapshot("default = \"allow\"\n", &set);
     assert!(
         decide(&s, &set, &call("x", json!({})))
@@ -528,38 +511,19 @@ fn the_snapshot_lists_its_permissions_and_its_digest_covers_them() {
     let e = decide_with_permissions(&none, &ab, &call("x", json!({}))).unwrap_err();
     assert!(e.to_string().contains("declares (none)"), "{e}");
     // Names are unique, non-empty, and versioned.
-    let dup = PermissionSet::new()
-        .register(info("a", PermissionKind::Allow), always(None))
-        .unwrap();
+    let dup = one("a", PermissionKind::Allow, None);
     assert!(
         dup.clone()
             .register(info("a", PermissionKind::Deny), always(None))
             .is_err()
     );
-    assert!(
-        PermissionSet::new()
-            .register(
-                PermissionInfo::new("", "1", PermissionKind::Deny),
-                always(None)
-            )
-            .is_err()
-    );
-    assert!(
-        PermissionSet::new()
-            .register(
-                PermissionInfo::new("a b", "1", PermissionKind::Deny),
-                always(None)
-            )
-            .is_err()
-    );
-    assert!(
-        PermissionSet::new()
-            .register(
-                PermissionInfo::new("a", " ", PermissionKind::Deny),
-                always(None)
-            )
-            .is_err()
-    );
+    for (name, version) in [("", "1"), ("a b", "1"), ("a", " ")] {
+        let bad = PermissionInfo::new(name, version, PermissionKind::Deny);
+        assert!(
+            PermissionSet::new().register(bad, always(None)).is_err(),
+            "{name:?} {version:?}"
+        );
+    }
     assert!(
         PolicyBuilder::new()
             .permissions(&dup)
@@ -632,12 +596,7 @@ fn async_permissions_run_in_the_async_variant_only() {
     assert_eq!(&*v.verdict.reason, "rm is not allowed.");
     assert_eq!(*asked.lock().unwrap(), ["write_file", "deploy"]);
     // Sync-only sets work in the async variant too, with the same verdicts.
-    let sync_only = PermissionSet::new()
-        .register(
-            info("yes", PermissionKind::Allow),
-            always(Some(Answer::Allowed)),
-        )
-        .unwrap();
+    let sync_only = one("yes", PermissionKind::Allow, Some(Answer::Allowed));
     let s = snapshot("default = \"deny\"\n", &sync_only);
     assert_eq!(
         block_on(decide_with_permissions_async(&s, &sync_only, &write)).unwrap(),
@@ -1151,9 +1110,7 @@ fn alpineagents_permission_reference_cases() {
                     // `True` and `'yes'` are not answers at all: a type error at compile time.
                     _ => continue,
                 };
-                let set = PermissionSet::new()
-                    .register(info("Wrong", kind), always(Some(answer)))
-                    .unwrap();
+                let set = one("Wrong", kind, Some(answer));
                 let s = snapshot("default = \"allow\"\n", &set);
                 let e = decide_with_permissions(&s, &set, &c("read_file", json!({}))).unwrap_err();
                 assert!(matches!(e, DecideError::WrongKind { .. }), "{e}");

@@ -35,6 +35,20 @@ fn loaded(name: &str, toml: &str) -> LoadedPolicy {
     .unwrap()
 }
 
+/// A child that expands its parent with its own policy, on `authority`'s word.
+fn expand(name: &str, toml: &str, authority: &str) -> ChildPolicy {
+    ChildPolicy::Expand {
+        policy: policy(name, toml),
+        authority: authority.into(),
+    }
+}
+
+/// The reference's expectation `key` says `needle`.
+fn says(expect: &Value, key: &str, needle: &str) {
+    let text = expect[key].as_str().unwrap_or_default();
+    assert!(text.contains(needle), "{key}: {text}");
+}
+
 fn call(tool: &str, args: Value) -> Call {
     Call::new(tool, args)
 }
@@ -151,10 +165,11 @@ fn ancestor_deny_rules_include_the_refusals_made_in_their_name() {
     let expanding = root
         .child(
             "free",
-            ChildPolicy::Expand {
-                policy: policy("free", "default = \"allow\"\nallow = [\"read\", \"bash\"]"),
-                authority: "platform".into(),
-            },
+            expand(
+                "free",
+                "default = \"allow\"\nallow = [\"read\", \"bash\"]",
+                "platform",
+            ),
         )
         .unwrap();
     let v = expanding.decide(&call("read", json!({"file": "/repo/.env"})));
@@ -242,13 +257,11 @@ fn an_expanding_child_replaces_its_parents_allow_ask_and_default_and_names_the_a
     let child = root
         .child(
             "drafter",
-            ChildPolicy::Expand {
-                policy: policy(
-                    "drafter",
-                    "default = \"ask\"\nallow = [\"write(/repo/drafts/**)\", \"bash\"]",
-                ),
-                authority: "platform-team#42".into(),
-            },
+            expand(
+                "drafter",
+                "default = \"ask\"\nallow = [\"write(/repo/drafts/**)\", \"bash\"]",
+                "platform-team#42",
+            ),
         )
         .unwrap();
     assert_eq!(child.authority(), Some("platform-team#42"));
@@ -318,10 +331,7 @@ fn an_ancestors_operating_modes_bind_even_an_expanding_child() {
     let expanding = root
         .child(
             "writer",
-            ChildPolicy::Expand {
-                policy: policy("writer", "default = \"allow\""),
-                authority: "platform".into(),
-            },
+            expand("writer", "default = \"allow\"", "platform"),
         )
         .unwrap();
     let v = expanding.decide(&write);
@@ -354,10 +364,7 @@ fn an_ancestors_operating_modes_bind_even_an_expanding_child() {
     let expanding = root
         .child(
             "writer",
-            ChildPolicy::Expand {
-                policy: policy("writer", "default = \"allow\""),
-                authority: "platform".into(),
-            },
+            expand("writer", "default = \"allow\"", "platform"),
         )
         .unwrap();
     let v = expanding.decide(&write);
@@ -746,33 +753,25 @@ fn subagent_rules(expect: &Value) {
     let delete = call("delete_file", json!({"path": "a"}));
     let write = call("write_file", json!({"path": "a"}));
     // "child permissions not given (or None)": the parent's whole effective list.
-    assert!(
-        expect["child permissions not given (or None)"]
-            .as_str()
-            .unwrap()
-            .contains("whole effective list")
+    says(
+        &expect,
+        "child permissions not given (or None)",
+        "whole effective list",
     );
     let heir = parent.child("editor", ChildPolicy::Inherit).unwrap();
     assert_eq!(heir.decide(&read).decision(), Decision::Allow);
     assert_eq!(heir.decide(&write).decision(), Decision::Deny);
     // "child has own list": the parent's denials (top run first), then the child's own list;
     // the parent's allow permissions are not asked.
-    assert!(
-        expect["child has own list"]
-            .as_str()
-            .unwrap()
-            .contains("NOT asked")
-    );
+    says(&expect, "child has own list", "NOT asked");
     let own = parent
         .child(
             "drafter",
-            ChildPolicy::Expand {
-                policy: policy(
-                    "drafter",
-                    "default = \"deny\"\nallow = [\"write_file\", \"delete_file\"]",
-                ),
-                authority: "lead".into(),
-            },
+            expand(
+                "drafter",
+                "default = \"deny\"\nallow = [\"write_file\", \"delete_file\"]",
+                "lead",
+            ),
         )
         .unwrap();
     assert_eq!(own.decide(&delete).stage, ScopeStage::AncestorDeny);
@@ -780,20 +779,13 @@ fn subagent_rules(expect: &Value) {
     assert_eq!(own.decide(&read).decision(), Decision::Deny);
     // "another Agent … with no list of its own: denials then an implicit AllowByDefault": an
     // expanding scope whose policy allows everything.
-    assert!(
-        expect["another Agent checking/running inside a subagent's run"]
-            .as_str()
-            .unwrap()
-            .contains("implicit AllowByDefault")
+    says(
+        &expect,
+        "another Agent checking/running inside a subagent's run",
+        "implicit AllowByDefault",
     );
     let other = own
-        .child(
-            "other",
-            ChildPolicy::Expand {
-                policy: policy("other", "default = \"allow\""),
-                authority: "lead".into(),
-            },
-        )
+        .child("other", expand("other", "default = \"allow\"", "lead"))
         .unwrap();
     assert_eq!(other.decide(&delete).decision(), Decision::Deny);
     assert_eq!(other.decide(&read).decision(), Decision::Allow);
