@@ -754,7 +754,7 @@ fn subagent_rules(expect: &Value) {
     let write = call("write_file", json!({"path": "a"}));
     // "child permissions not given (or None)": the parent's whole effective list.
     says(
-        &expect,
+        expect,
         "child permissions not given (or None)",
         "whole effective list",
     );
@@ -763,7 +763,7 @@ fn subagent_rules(expect: &Value) {
     assert_eq!(heir.decide(&write).decision(), Decision::Deny);
     // "child has own list": the parent's denials (top run first), then the child's own list;
     // the parent's allow permissions are not asked.
-    says(&expect, "child has own list", "NOT asked");
+    says(expect, "child has own list", "NOT asked");
     let own = parent
         .child(
             "drafter",
@@ -780,7 +780,7 @@ fn subagent_rules(expect: &Value) {
     // "another Agent … with no list of its own: denials then an implicit AllowByDefault": an
     // expanding scope whose policy allows everything.
     says(
-        &expect,
+        expect,
         "another Agent checking/running inside a subagent's run",
         "implicit AllowByDefault",
     );
