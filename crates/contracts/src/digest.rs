@@ -43,10 +43,72 @@ impl JsonSchema for Digest {
     }
 }
 
+/// Which bytes are lower-case hex digits.
+const HEX_DIGIT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = matches!(b as u8, b'0'..=b'9' | b'a'..=b'f');
+        b += 1;
+    }
+    t
+};
+
+/// The two lower-case hex digits of every byte.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0x0f]];
+        i += 1;
+    }
+    t
+};
+
+/// The length of a digest's text: `blake3:` and 64 hex digits.
+const DIGEST_LEN: usize = DIGEST_PREFIX.len() + 64;
+
 impl Digest {
     /// The digest of raw bytes.
     pub fn of_bytes(bytes: &[u8]) -> Self {
-        Self(format!("{DIGEST_PREFIX}{}", blake3::hash(bytes).to_hex()).into())
+        Self::from_hash_bytes(blake3::hash(bytes).as_bytes())
+    }
+
+    /// The digest whose BLAKE3 output is `hash` (32 bytes, as `blake3::Hash::as_bytes` gives
+    /// them): for a caller that ran BLAKE3 itself, incrementally or over bytes it already had.
+    /// Infallible, since any 32 bytes are written as a valid digest, and it allocates only the
+    /// digest's own text (no formatting, no re-validation).
+    ///
+    /// ```
+    /// use warden_contracts::Digest;
+    /// let hash = blake3::hash(b"abc");
+    /// assert_eq!(Digest::from_hash_bytes(hash.as_bytes()), Digest::of_bytes(b"abc"));
+    /// ```
+    pub fn from_hash_bytes(hash: &[u8; 32]) -> Self {
+        let mut text = [0u8; DIGEST_LEN];
+        text[..DIGEST_PREFIX.len()].copy_from_slice(DIGEST_PREFIX.as_bytes());
+        for (pair, b) in text[DIGEST_PREFIX.len()..].chunks_exact_mut(2).zip(hash) {
+            pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
+        }
+        // ASCII by construction, so the fallback is never taken.
+        Self(std::str::from_utf8(&text).unwrap_or_default().into())
+    }
+
+    /// Whether `s` is a digest's text (`blake3:` and 64 lower-case hex digits): the rule
+    /// [`FromStr`] applies, without building the value.
+    ///
+    /// ```
+    /// use warden_contracts::Digest;
+    /// assert!(Digest::is_valid(Digest::of_bytes(b"x").as_str()));
+    /// assert!(!Digest::is_valid("blake3:ABC"));
+    /// ```
+    pub fn is_valid(s: &str) -> bool {
+        s.len() == DIGEST_LEN
+            && s.starts_with(DIGEST_PREFIX)
+            && s.as_bytes()[DIGEST_PREFIX.len()..]
+                .iter()
+                .all(|&b| HEX_DIGIT[usize::from(b)])
     }
 
     /// The digest of a JSON value's canonical form.
@@ -89,10 +151,14 @@ impl FromStr for Digest {
     type Err = ContractError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let hex = s
-            .strip_prefix(DIGEST_PREFIX)
-            .ok_or_else(|| ContractError::invalid("digest", s, "must start with `blake3:`"))?;
-        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if !s.starts_with(DIGEST_PREFIX) {
+            return Err(ContractError::invalid(
+                "digest",
+                s,
+                "must start with `blake3:`",
+            ));
+        }
+        if !Self::is_valid(s) {
             return Err(ContractError::invalid(
                 "digest",
                 s,
@@ -114,5 +180,41 @@ impl TryFrom<String> for Digest {
 impl From<Digest> for String {
     fn from(d: Digest) -> Self {
         d.0.as_ref().to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn from_hash_bytes_is_the_formatted_hash() {
+        for input in [&b""[..], b"abc", &[0xff; 2000]] {
+            let hash = blake3::hash(input);
+            let d = Digest::from_hash_bytes(hash.as_bytes());
+            assert_eq!(d.as_str(), format!("blake3:{}", hash.to_hex()));
+            assert_eq!(d.as_str().parse::<Digest>().unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn is_valid_is_what_parsing_accepts() {
+        let good = Digest::of_bytes(b"x");
+        let s = good.as_str();
+        let cases = [
+            s.to_owned(),
+            s.to_uppercase(),
+            s[..70].to_owned(),
+            format!("{s}0"),
+            s.replace("blake3:", "blake2:"),
+            format!("blake3:{}", "g".repeat(64)),
+            String::new(),
+            format!("blake3:{}é", &s[7..69]),
+        ];
+        for c in cases {
+            assert_eq!(Digest::is_valid(&c), c.parse::<Digest>().is_ok(), "{c:?}");
+        }
     }
 }

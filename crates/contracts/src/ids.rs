@@ -13,7 +13,41 @@ use crate::error::ContractError;
 /// The longest identifier accepted, in bytes.
 pub const MAX_ID_LEN: usize = 256;
 
+/// Whether `s` has an identifier's form: 1 to [`MAX_ID_LEN`] bytes, no whitespace or control
+/// characters.
+fn is_valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && (printable_ascii(s.as_bytes())
+            || !s.chars().any(|c| c.is_control() || c.is_whitespace()))
+}
+
+/// Whether every byte is printable ASCII other than the space (`!` to `~`): ASCII whitespace
+/// and controls are exactly the bytes up to the space, and DEL. Eight bytes at a time (a byte
+/// out of range can flag its neighbours too, but never flags a word that has none).
+fn printable_ascii(b: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let bad = |chunk: &[u8]| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // Below `!`, or above `~` (DEL, and every byte with its high bit set).
+        let low = w.wrapping_sub(ONES * 0x21) & !w;
+        let high = w.wrapping_add(ONES) | w;
+        (low | high) & HIGHS != 0
+    };
+    let mut chunks = b.chunks_exact(8);
+    if chunks.by_ref().any(bad) {
+        return false;
+    }
+    chunks.remainder().iter().all(|&c| c > b' ' && c < 0x7f)
+}
+
 fn check_id(what: &'static str, s: &str) -> Result<(), ContractError> {
+    if is_valid_id(s) {
+        return Ok(());
+    }
     if s.is_empty() {
         return Err(ContractError::invalid(what, s, "must not be empty"));
     }
@@ -59,6 +93,12 @@ macro_rules! id_type {
                 let id = id.into();
                 check_id($what, &id)?;
                 Ok(Self(id))
+            }
+
+            /// Whether `id` would be accepted by [`Self::new`]: the same rule, borrowed, without
+            /// building the value.
+            pub fn is_valid(id: &str) -> bool {
+                is_valid_id(id)
             }
 
             /// The identifier's text.
@@ -156,5 +196,47 @@ impl Timestamp {
     /// Milliseconds since the Unix epoch.
     pub fn unix_millis(self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The rule as first written, one character at a time.
+    fn naive(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= MAX_ID_LEN
+            && !s.chars().any(|c| c.is_control() || c.is_whitespace())
+    }
+
+    #[test]
+    fn the_ascii_fast_path_is_the_character_rule() {
+        for c in (0u32..0x3100).filter_map(char::from_u32) {
+            for s in [c.to_string(), format!("a{c}b"), format!("{c}\u{e9}")] {
+                assert_eq!(is_valid_id(&s), naive(&s), "{s:?}");
+                assert_eq!(RecordId::is_valid(&s), RecordId::new(s.as_str()).is_ok());
+            }
+        }
+        for s in ["", &"x".repeat(256), &"x".repeat(257)] {
+            assert_eq!(is_valid_id(s), naive(s));
+        }
+        // Every byte value at every position of words and tails.
+        for len in 1..20 {
+            for pos in 0..len {
+                for b in 0u8..0x80 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[pos] = b;
+                    let s = String::from_utf8(bytes).unwrap();
+                    assert_eq!(is_valid_id(&s), naive(&s), "{s:?}");
+                }
+                let s = format!("{}\u{a0}{}", "a".repeat(pos), "b".repeat(len - pos));
+                assert_eq!(is_valid_id(&s), naive(&s), "{s:?}");
+                let s = format!("{}\u{e9}{}", "a".repeat(pos), "b".repeat(len - pos));
+                assert_eq!(is_valid_id(&s), naive(&s), "{s:?}");
+            }
+        }
     }
 }

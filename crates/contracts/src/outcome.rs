@@ -6,6 +6,14 @@
 //! run under as *optional* that the effect backend did not prove (one [`CapabilityEntry`] each,
 //! with the backend's status and evidence). Empty, and then not serialized, when everything asked
 //! for was proven or nothing ran.
+//!
+//! Every variant except `deferred` (which happens before any governed operation starts) also
+//! carries `evidence` ([`ExecutionOutcome::evidence`]): for a governed request that opened an
+//! operation, the references of that operation's records in order, its one terminal record
+//! last; for an idempotent replay, the replayed operation's terminal record. Empty, and then not
+//! serialized, in the minimal and durable profiles and wherever nothing was recorded. The field
+//! came to `cancelled`, `timed_out` and `ambiguous` after the other variants; it defaults to
+//! empty, so documents written before still read.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -149,6 +157,10 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// Whether the callable was reached before cancellation.
         call_executed: bool,
+        /// Evidence of the cancellation (governed: the operation's records, its one terminal
+        /// `operation_cancelled` last).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
         /// Optional containment the backend did not prove, under which the call ran.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         degradations: Vec<CapabilityEntry>,
@@ -161,6 +173,10 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// Whether the callable was reached before the deadline.
         call_executed: bool,
+        /// Evidence of the timeout (governed: the operation's records, its one terminal
+        /// `operation_timed_out` last).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
         /// Optional containment the backend did not prove, under which the call ran.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         degradations: Vec<CapabilityEntry>,
@@ -174,6 +190,10 @@ pub enum ExecutionOutcome {
         profile: RuntimeProfile,
         /// What is known.
         message: String,
+        /// Evidence of the ambiguous result (governed: the operation's records, its one
+        /// terminal `external_result_ambiguous` last).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<EvidenceRef>,
         /// Optional containment the backend did not prove, under which the call ran.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         degradations: Vec<CapabilityEntry>,
@@ -220,6 +240,40 @@ impl ExecutionOutcome {
             Self::Cancelled { .. } => "cancelled",
             Self::TimedOut { .. } => "timed_out",
             Self::Ambiguous { .. } => "ambiguous",
+        }
+    }
+
+    /// The evidence references the outcome carries (governed: its operation's records, the
+    /// terminal last). Empty for `deferred`, and whenever nothing was recorded.
+    ///
+    /// ```
+    /// use warden_contracts::*;
+    /// let cancelled = ExecutionOutcome::Cancelled {
+    ///     request_id: RequestId::new("r-1").unwrap(),
+    ///     profile: RuntimeProfile::Minimal,
+    ///     call_executed: false,
+    ///     evidence: vec![],
+    ///     degradations: vec![],
+    /// };
+    /// assert!(cancelled.evidence().is_empty());
+    /// // Written before the field existed: still reads, with no evidence.
+    /// let old: ExecutionOutcome = serde_json::from_value(serde_json::json!({
+    ///     "status": "timed_out", "request_id": "r-2", "profile": "governed", "call_executed": true,
+    /// }))
+    /// .unwrap();
+    /// assert!(old.evidence().is_empty());
+    /// assert!(serde_json::to_value(&cancelled).unwrap().get("evidence").is_none());
+    /// ```
+    pub fn evidence(&self) -> &[EvidenceRef] {
+        match self {
+            Self::Succeeded { evidence, .. }
+            | Self::Denied { evidence, .. }
+            | Self::Escalated { evidence, .. }
+            | Self::Failed { evidence, .. }
+            | Self::Cancelled { evidence, .. }
+            | Self::TimedOut { evidence, .. }
+            | Self::Ambiguous { evidence, .. } => evidence,
+            Self::Deferred { .. } => &[],
         }
     }
 

@@ -513,34 +513,58 @@ fn outcome() -> impl Strategy<Value = ExecutionOutcome> {
                     }
                 }
             ),
-        (request_id(), profile(), any::<bool>(), degradations()).prop_map(
-            |(request_id, profile, call_executed, degradations)| {
-                ExecutionOutcome::Cancelled {
+        (
+            request_id(),
+            profile(),
+            any::<bool>(),
+            evidence_refs(),
+            degradations()
+        )
+            .prop_map(
+                |(request_id, profile, call_executed, evidence, degradations)| {
+                    ExecutionOutcome::Cancelled {
+                        request_id,
+                        profile,
+                        call_executed,
+                        evidence,
+                        degradations,
+                    }
+                }
+            ),
+        (
+            request_id(),
+            profile(),
+            any::<bool>(),
+            evidence_refs(),
+            degradations()
+        )
+            .prop_map(
+                |(request_id, profile, call_executed, evidence, degradations)| {
+                    ExecutionOutcome::TimedOut {
+                        request_id,
+                        profile,
+                        call_executed,
+                        evidence,
+                        degradations,
+                    }
+                }
+            ),
+        (
+            request_id(),
+            profile(),
+            text(),
+            evidence_refs(),
+            degradations()
+        )
+            .prop_map(|(request_id, profile, message, evidence, degradations)| {
+                ExecutionOutcome::Ambiguous {
                     request_id,
                     profile,
-                    call_executed,
+                    message,
+                    evidence,
                     degradations,
                 }
-            }
-        ),
-        (request_id(), profile(), any::<bool>(), degradations()).prop_map(
-            |(request_id, profile, call_executed, degradations)| {
-                ExecutionOutcome::TimedOut {
-                    request_id,
-                    profile,
-                    call_executed,
-                    degradations,
-                }
-            }
-        ),
-        (request_id(), profile(), text(), degradations()).prop_map(
-            |(request_id, profile, message, degradations)| ExecutionOutcome::Ambiguous {
-                request_id,
-                profile,
-                message,
-                degradations,
-            }
-        ),
+            }),
     ]
 }
 
@@ -1201,6 +1225,7 @@ fn degradations_are_recorded_only_where_a_call_may_have_run() {
         request_id: r(),
         profile: RuntimeProfile::Minimal,
         call_executed: false,
+        evidence: vec![],
         degradations: vec![],
     }
     .with_degradations(vec![entry.clone()]);

@@ -92,13 +92,21 @@ fn main() {
             let rounds: usize = args.next().map_or(30, |s| s.parse().unwrap());
             let mut cpu = Vec::new();
             let mut wall = Vec::new();
+            // `KEEP`: keep every round's store until the end, as criterion's
+            // `iter_with_large_drop` does within a batch (no freed memory to reuse).
+            let keep = std::env::var_os("KEEP").is_some();
+            let mut kept = Vec::new();
             for _ in 0..rounds {
                 let store = MemoryStore::new();
                 let (c0, w0) = (thread_cpu_ns(), std::time::Instant::now());
                 append_all(&store, &entries);
                 cpu.push((thread_cpu_ns() - c0) as f64 / n as f64);
                 wall.push(w0.elapsed().as_nanos() as f64 / n as f64);
+                if keep {
+                    kept.push(store);
+                }
             }
+            drop(kept);
             if std::env::var_os("ROUNDS").is_some() {
                 eprintln!(
                     "cpu ns/record by round: {:?}",
@@ -173,6 +181,25 @@ fn main() {
                 times[n * 9 / 10],
                 times[0]
             );
+        }
+        "heads" => {
+            // The chain hashes both stores seal for the bench chain and for one whose strings
+            // need every kind of escaping: compared between builds, they show that a change
+            // kept the hash inputs byte-identical.
+            let dir = tempfile::tempdir().unwrap();
+            let sqlite = SqliteStore::open(dir.path().join("h.db")).unwrap();
+            for entries in [workload::appends("mem", n), workload::escaping_appends()] {
+                let memory = MemoryStore::new();
+                let mut last = None;
+                for e in &entries {
+                    let m = memory.append_sync(e).unwrap();
+                    let s = sqlite.append_blocking(e.clone()).unwrap();
+                    assert_eq!(m, s);
+                    last = Some(m);
+                }
+                let last = last.unwrap();
+                println!("{} {} {}", last.chain_id, last.sequence, last.chain_hash);
+            }
         }
         other => panic!("unknown workload {other}"),
     }

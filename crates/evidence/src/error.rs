@@ -28,13 +28,17 @@ pub enum Error {
         why: String,
     },
     /// The store's schema version is not one this version reads.
-    #[error("{path} has evidence schema version {found}; this warden reads version {supported}")]
+    #[error(
+        "{path} has evidence schema version {found}; this warden reads versions {} to {supported}",
+        crate::OLDEST_SCHEMA_VERSION
+    )]
     UnknownSchemaVersion {
         /// The path given.
         path: PathBuf,
         /// The version found.
         found: i64,
-        /// The version this build reads and writes.
+        /// The newest version this build reads, the one it writes (it reads every version from
+        /// [`crate::OLDEST_SCHEMA_VERSION`] on).
         supported: i64,
     },
     /// SQLite failed.

@@ -10,7 +10,9 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use warden_contracts::{PrincipalKind, ReasonCode, RecordType, RuntimeProfile, Stage};
+use warden_contracts::{
+    Digest, PrincipalKind, ReasonCode, RecordId, RecordType, RuntimeProfile, Stage,
+};
 
 use crate::payload::{
     self, CloseDisposition, DenialKind, GateLevel, GateVerdict, MAX_LABEL_LEN, MAX_RULE_LEN,
@@ -275,38 +277,16 @@ fn label(v: &Value) -> Option<&str> {
     text(v, MAX_LABEL_LEN)
 }
 
-/// Any identifier of the contracts (`RequestId`, `RecordId`, …): 1 to 256 bytes, no control
-/// or whitespace characters.
+/// Any identifier of the contracts (`RequestId`, `RecordId`, …): their one rule, borrowed (every
+/// id type shares it).
 fn id(v: &Value) -> Option<&str> {
-    let s = v.as_str()?;
-    let ok = !s.is_empty()
-        && s.len() <= warden_contracts::MAX_ID_LEN
-        && if s.is_ascii() {
-            // ASCII control and whitespace: below `!`, and DEL.
-            !s.bytes().any(|b| b <= b' ' || b == 0x7f)
-        } else {
-            !s.chars().any(|c| c.is_control() || c.is_whitespace())
-        };
-    ok.then_some(s)
+    v.as_str().filter(|s| RecordId::is_valid(s))
 }
 
-/// `Digest`: `blake3:` and 64 lower-case hex digits.
+/// `Digest`: the contracts' rule, borrowed.
 fn digest(v: &Value) -> Option<&str> {
-    let s = v.as_str()?;
-    let hex = s.strip_prefix(warden_contracts::DIGEST_PREFIX)?;
-    (hex.len() == 64 && hex.bytes().all(|b| HEX_DIGIT[usize::from(b)])).then_some(s)
+    v.as_str().filter(|s| Digest::is_valid(s))
 }
-
-/// Lower-case hex digits.
-const HEX_DIGIT: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        t[b] = matches!(b as u8, b'0'..=b'9' | b'a'..=b'f');
-        b += 1;
-    }
-    t
-};
 
 fn uint(v: &Value) -> Option<u64> {
     v.as_u64()

@@ -17,6 +17,15 @@
 //! [`crate::ChainTracker`] refuses one at run time too. A failed append before the call is a
 //! [`GovernanceError`] with `call_executed() == false` and no permit exists to invoke with; a
 //! failed append after the call reports `call_executed() == true` and nothing is retried.
+//!
+//! An append can fail *after* its record became durable (the `governed.after_append` fault
+//! point, or a store that committed and then lost the acknowledgement; the recorder reads the
+//! record's sequence back to tell). The recorder's own state then follows the chain, not the
+//! error: a durable terminal closes its operation, a durable gate or exception counts. A durable
+//! `operation_started` whose acknowledgement failed is [`GovernanceError::StartedUnacknowledged`]:
+//! the operation is open on the chain but no [`OperationHandle`] exists, so no permit and no call
+//! can follow; [`GovernedRecorder::take_unacknowledged`] closes it with its one terminal record
+//! (or [`GovernedRecorder::recover`] does, after a restart).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -134,6 +143,32 @@ pub enum GovernanceError {
     /// The input is invalid (a label too long, an exception for a gate that is not a soft deny).
     #[error("invalid governed evidence input: {0}")]
     Invalid(String),
+    /// `operation_started` is durable but its append was not acknowledged (a failure after the
+    /// record was stored). The operation is started on the chain and needs its one terminal
+    /// record; the callable is unreachable (`call_executed = false`: no [`OperationHandle`],
+    /// hence no permit, exists for it). Close it through
+    /// [`GovernedRecorder::take_unacknowledged`]; until it is closed the boundary cannot close
+    /// (`OpenOperations`), and [`GovernedRecorder::recover`] closes it after a restart.
+    #[error("operation {} started (record {}) but the append was not acknowledged, so the call cannot run: {source}", started.operation_id, started.started.record_id)]
+    StartedUnacknowledged {
+        /// The operation and the receipts of its durable records.
+        started: Box<UnacknowledgedStart>,
+        /// The failure that followed the durable append.
+        source: EvidenceError,
+    },
+}
+
+/// The durable records of an operation whose `operation_started` was not acknowledged
+/// ([`GovernanceError::StartedUnacknowledged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnacknowledgedStart {
+    /// The operation.
+    pub operation_id: OperationId,
+    /// Its `policy_bound` record's receipt.
+    pub policy_bound: AppendReceipt,
+    /// Its durable `operation_started` record, as read back from the store (or as the store
+    /// acknowledged it before the failure).
+    pub started: AppendReceipt,
 }
 
 impl GovernanceError {
@@ -540,6 +575,9 @@ struct State {
     next: u64,
     closed: bool,
     open: HashMap<OperationId, Vec<GateFact>>,
+    /// Open operations whose `operation_started` was durable but not acknowledged, and whose
+    /// closing handle nobody holds.
+    unacknowledged: HashSet<OperationId>,
     excepted: HashMap<OperationId, Vec<RecordId>>,
     terminated: HashSet<OperationId>,
     operations: u64,
@@ -693,6 +731,8 @@ impl GovernedRecorder {
                 .iter()
                 .map(|(op, o)| (op.clone(), o.excepted.clone()))
                 .collect(),
+            // After a restart every open operation is recover()'s to close.
+            unacknowledged: HashSet::new(),
             terminated: l.terminated.clone(),
             operations: l.operations,
             terminals: l.terminals,
@@ -722,6 +762,10 @@ impl GovernedRecorder {
     /// The binding.
     pub fn binding(&self) -> &GovernanceBinding {
         &self.inner.binding
+    }
+
+    fn is_open(&self, op: &OperationId) -> bool {
+        lock(&self.inner.state).open.contains_key(op)
     }
 
     /// Operations started and not yet closed by a terminal record.
@@ -773,30 +817,56 @@ impl GovernedRecorder {
         supersedes: Option<RecordId>,
         call_executed: bool,
     ) -> Result<AppendReceipt, GovernanceError> {
+        self.append_raw(
+            record_type,
+            operation_id,
+            payload,
+            supersedes,
+            call_executed,
+        )
+        .await
+        .map_err(|u| u.error)
+    }
+
+    /// Appends one record. A failure says whether the record is durable nonetheless: the
+    /// store's receipt arrived before a later failure (`governed.after_append`), or the store
+    /// reported an error and reading the sequence back finds the record.
+    async fn append_raw(
+        &self,
+        record_type: RecordType,
+        operation_id: Option<&OperationId>,
+        payload: Value,
+        supersedes: Option<RecordId>,
+        call_executed: bool,
+    ) -> Result<AppendReceipt, Unrecorded> {
         let inner = &self.inner;
         let fail = |source| GovernanceError::Evidence {
             call_executed,
             source,
+        };
+        let lost = |error| Unrecorded {
+            error,
+            durable: None,
         };
         if inner.resync.swap(false, Ordering::SeqCst) {
             let head = inner
                 .store
                 .head(&inner.binding.chain_id)
                 .await
-                .map_err(fail)?;
+                .map_err(|e| lost(fail(e)))?;
             lock(&inner.state).next = head.map_or(0, |h| h.sequence + 1);
         }
-        let pending = {
+        let (pending, sequence) = {
             let mut st = lock(&inner.state);
             if st.closed {
-                return Err(GovernanceError::Closed(
+                return Err(lost(GovernanceError::Closed(
                     inner.binding.task_boundary.as_str().to_owned(),
-                ));
+                )));
             }
             let sequence = st.next;
             st.next += 1;
             let b = &inner.binding;
-            inner.store.append(EvidenceAppend {
+            let pending = inner.store.append(EvidenceAppend {
                 chain_id: b.chain_id.clone(),
                 record_type,
                 operation_id: operation_id.cloned(),
@@ -806,27 +876,69 @@ impl GovernedRecorder {
                 payload,
                 supersedes_record_id: supersedes,
                 created_at: inner.clock.now(),
-            })
+            });
+            (pending, sequence)
         };
         match pending.await {
-            Ok(receipt) => {
-                fault::point("governed.after_append").map_err(|f| {
-                    fail(EvidenceError::Unavailable {
-                        message: format!("injected fault at {}", f.0),
+            Ok(receipt) => match fault::point("governed.after_append") {
+                Ok(()) => Ok(receipt),
+                Err(f) => {
+                    tracing::error!(chain = %inner.binding.chain_id, record = %receipt.record_id, call_executed, "governed evidence append failed after the record was stored");
+                    Err(Unrecorded {
+                        error: fail(EvidenceError::Unavailable {
+                            message: format!("injected fault at {}", f.0),
+                        }),
+                        durable: Some(receipt),
                     })
-                })?;
-                Ok(receipt)
-            }
+                }
+            },
             Err(e) => {
                 inner.resync.store(true, Ordering::SeqCst);
-                tracing::error!(chain = %inner.binding.chain_id, error = %e, call_executed, "governed evidence append failed");
-                Err(fail(e))
+                let durable = self.read_back(sequence, record_type, operation_id).await;
+                tracing::error!(chain = %inner.binding.chain_id, error = %e, call_executed, durable = durable.is_some(), "governed evidence append failed");
+                Err(Unrecorded {
+                    error: fail(e),
+                    durable,
+                })
             }
         }
     }
 
+    /// After a failed append: the record at `sequence`, if it is durable and is this append's
+    /// (same type and operation; sequences are assigned by this recorder, and nothing else
+    /// records this operation's record of this type at that sequence). `None` when it is not
+    /// there or the store cannot be read (then only a restart's `resume` can tell).
+    async fn read_back(
+        &self,
+        sequence: u64,
+        record_type: RecordType,
+        operation_id: Option<&OperationId>,
+    ) -> Option<AppendReceipt> {
+        let records = self
+            .inner
+            .store
+            .read(&self.inner.binding.chain_id, sequence.checked_sub(1), 1)
+            .await
+            .ok()?;
+        let r = records.into_iter().next()?;
+        (r.sequence == sequence
+            && r.record_type == record_type
+            && r.operation_id.as_ref() == operation_id)
+            .then_some(AppendReceipt {
+                chain_id: r.chain_id,
+                record_id: r.record_id,
+                sequence: r.sequence,
+                chain_hash: r.chain_hash,
+            })
+    }
+
     /// Stage 4: checks the idempotency key and the approval's single use, then appends
     /// `policy_bound` and `operation_started` and returns the handle, only with both receipts.
+    ///
+    /// When `operation_started` is durable but its append failed afterwards, the answer is
+    /// [`GovernanceError::StartedUnacknowledged`]: the operation counts as open (the boundary
+    /// cannot close before it is closed), no handle exists to gate or invoke with, and
+    /// [`Self::take_unacknowledged`] gives the one handle that can close it.
     pub async fn start_operation(&self, start: OperationStart) -> Result<Started, GovernanceError> {
         let inner = &self.inner;
         let b = &inner.binding;
@@ -893,16 +1005,44 @@ impl GovernedRecorder {
             .append(RecordType::PolicyBound, Some(op), bound, false)
             .await?;
         let receipt = match self
-            .append(
+            .append_raw(
                 RecordType::OperationStarted,
                 Some(op),
                 payload::to_value(&started),
+                None,
                 false,
             )
             .await
         {
             Ok(r) => r,
-            Err(e) => {
+            Err(Unrecorded {
+                error,
+                durable: Some(started),
+            }) => {
+                // The operation started on the chain: it is open and needs its one terminal,
+                // but the caller holds no handle, so nothing can invoke for it.
+                {
+                    let mut st = lock(&inner.state);
+                    st.open.insert(op.clone(), Vec::new());
+                    st.unacknowledged.insert(op.clone());
+                    st.operations += 1;
+                }
+                let source = match error {
+                    GovernanceError::Evidence { source, .. } => source,
+                    other => EvidenceError::Unavailable {
+                        message: other.to_string(),
+                    },
+                };
+                return Err(GovernanceError::StartedUnacknowledged {
+                    started: Box::new(UnacknowledgedStart {
+                        operation_id: op.clone(),
+                        policy_bound: policy_receipt,
+                        started,
+                    }),
+                    source,
+                });
+            }
+            Err(Unrecorded { error: e, .. }) => {
                 // A concurrent start with the same key won the race: answer with its replay.
                 if let Some(key) = &key_digest
                     && let Some(replay) = self.replay(key, &start).await?
@@ -1033,6 +1173,7 @@ impl GovernedRecorder {
         let mut st = lock(&self.inner.state);
         st.open.remove(op);
         st.excepted.remove(op);
+        st.unacknowledged.remove(op);
         st.terminated.insert(op.clone());
         st.terminals.add(t);
     }
@@ -1052,9 +1193,40 @@ impl GovernedRecorder {
                 )));
             }
         }
-        let r = self.append(t, Some(op), payload, call_executed).await?;
-        self.note_terminal(op, t);
-        Ok(r)
+        match self
+            .append_raw(t, Some(op), payload, None, call_executed)
+            .await
+        {
+            Ok(r) => {
+                self.note_terminal(op, t);
+                Ok(r)
+            }
+            Err(u) => {
+                if u.durable.is_some() {
+                    // The terminal is on the chain: the operation is closed, whatever the error.
+                    self.note_terminal(op, t);
+                }
+                Err(u.error)
+            }
+        }
+    }
+
+    /// The one handle that can close an operation whose `operation_started` was durable but
+    /// not acknowledged ([`GovernanceError::StartedUnacknowledged`]); `None` when the operation
+    /// is not such an operation, is already closed, or its handle is taken. The handle can
+    /// only close the operation before any call (`call_executed = false`).
+    pub fn take_unacknowledged(
+        &self,
+        operation_id: &OperationId,
+    ) -> Option<UnacknowledgedOperation> {
+        let mut st = lock(&self.inner.state);
+        (st.open.contains_key(operation_id) && st.unacknowledged.remove(operation_id)).then(|| {
+            UnacknowledgedOperation {
+                recorder: self.clone(),
+                operation_id: operation_id.clone(),
+                done: false,
+            }
+        })
     }
 
     /// Closes every open operation (after a crash), never re-invoking anything:
@@ -1153,11 +1325,21 @@ impl GovernedRecorder {
                 exceptions: st.exceptions,
             })
         };
-        let r = self
-            .append(RecordType::TaskClosed, None, payload, false)
-            .await?;
-        lock(&self.inner.state).closed = true;
-        Ok(r)
+        match self
+            .append_raw(RecordType::TaskClosed, None, payload, None, false)
+            .await
+        {
+            Ok(r) => {
+                lock(&self.inner.state).closed = true;
+                Ok(r)
+            }
+            Err(u) => {
+                if u.durable.is_some() {
+                    lock(&self.inner.state).closed = true;
+                }
+                Err(u.error)
+            }
+        }
     }
 
     /// Appends a correction of an earlier record (which stays unchanged).
@@ -1188,6 +1370,92 @@ fn pre_call(source: EvidenceError) -> GovernanceError {
     GovernanceError::Evidence {
         call_executed: false,
         source,
+    }
+}
+
+/// A failed append, and its record if it is durable nonetheless.
+struct Unrecorded {
+    error: GovernanceError,
+    durable: Option<AppendReceipt>,
+}
+
+/// An operation whose `operation_started` is durable but was not acknowledged
+/// ([`GovernedRecorder::take_unacknowledged`]). It can only be closed, before any call: it has
+/// no gates and no permit, so the callable is unreachable (ADR-0121: a failed pre-call append
+/// makes the callable unreachable; every started operation gets exactly one terminal record).
+/// Dropped without closing, it stays open and can be taken again, or recovered.
+#[derive(Debug)]
+pub struct UnacknowledgedOperation {
+    recorder: GovernedRecorder,
+    operation_id: OperationId,
+    done: bool,
+}
+
+impl UnacknowledgedOperation {
+    /// The operation.
+    pub fn operation_id(&self) -> &OperationId {
+        &self.operation_id
+    }
+
+    /// Closes it as `operation_denied` (no gate was recorded: `gates_evaluated = 0`).
+    pub async fn deny(mut self, denial: Denial) -> Result<AppendReceipt, GovernanceError> {
+        let payload = payload::to_value(&payload::OperationDenied {
+            disposition: DenialKind::Deny,
+            reason_code: denial.reason_code,
+            evaluator: label(&denial.evaluator)?,
+            deciding_gate_record_id: None,
+            approval_id: None,
+            authority: None,
+            gates_evaluated: 0,
+            stop: denial.stop,
+        });
+        let r = self
+            .recorder
+            .terminal(
+                &self.operation_id,
+                RecordType::OperationDenied,
+                payload,
+                false,
+            )
+            .await;
+        self.done = r.is_ok() || !self.recorder.is_open(&self.operation_id);
+        r
+    }
+
+    /// Closes it as cancelled, timed out or failed, not reached (`call_executed = false`).
+    /// `Completed` and `Ambiguous` are refused: the call cannot have run.
+    pub async fn close_before_call(
+        mut self,
+        kind: TerminalKind,
+    ) -> Result<AppendReceipt, GovernanceError> {
+        if matches!(
+            kind,
+            TerminalKind::Completed { .. } | TerminalKind::Ambiguous(_)
+        ) {
+            return Err(GovernanceError::Invalid(format!(
+                "operation {} was never acknowledged as started, so its call cannot have run",
+                self.operation_id
+            )));
+        }
+        let (t, payload) = terminal_payload(&kind, false, 0)?;
+        let r = self
+            .recorder
+            .terminal(&self.operation_id, t, payload, false)
+            .await;
+        self.done = r.is_ok() || !self.recorder.is_open(&self.operation_id);
+        r
+    }
+}
+
+impl Drop for UnacknowledgedOperation {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut st = lock(&self.recorder.inner.state);
+            if st.open.contains_key(&self.operation_id) {
+                st.unacknowledged.insert(self.operation_id.clone());
+                tracing::warn!(operation = %self.operation_id, "unacknowledged operation left open; take_unacknowledged() or recover() closes it");
+            }
+        }
     }
 }
 
@@ -1284,15 +1552,25 @@ impl OperationHandle {
             arguments_digest: g.arguments_digest.clone(),
             recheck: g.recheck,
         });
-        let r = self
+        let appended = self
             .recorder()
-            .append(
+            .append_raw(
                 RecordType::GateEvaluated,
                 Some(&self.operation_id),
                 payload,
+                None,
                 false,
             )
-            .await?;
+            .await;
+        // A durable gate counts for the reducer and recovery even when its append failed.
+        let (r, failed) = match appended {
+            Ok(r) => (r, None),
+            Err(Unrecorded {
+                error,
+                durable: Some(r),
+            }) => (r, Some(error)),
+            Err(Unrecorded { error, .. }) => return Err(error),
+        };
         let fact = GateFact {
             record_id: r.record_id.clone(),
             level: g.level,
@@ -1306,7 +1584,7 @@ impl OperationHandle {
         {
             v.push(fact);
         }
-        Ok(r)
+        failed.map_or(Ok(r), Err)
     }
 
     /// Appends `exception_granted` for one of this operation's soft denies.
@@ -1330,15 +1608,26 @@ impl OperationHandle {
             expires_at: e.expires_at,
             arguments_digest: e.arguments_digest.clone(),
         });
-        let r = self
+        let appended = self
             .recorder()
-            .append(
+            .append_raw(
                 RecordType::ExceptionGranted,
                 Some(&self.operation_id),
                 payload,
+                None,
                 false,
             )
-            .await?;
+            .await;
+        // A durable exception counts (the boundary's `task_closed` counts it) even when its
+        // append failed.
+        let (r, failed) = match appended {
+            Ok(r) => (r, None),
+            Err(Unrecorded {
+                error,
+                durable: Some(r),
+            }) => (r, Some(error)),
+            Err(Unrecorded { error, .. }) => return Err(error),
+        };
         self.excepted.push(e.gate_record_id.clone());
         let mut st = lock(&self.recorder.inner.state);
         st.exceptions += 1;
@@ -1346,7 +1635,7 @@ impl OperationHandle {
             .entry(self.operation_id.clone())
             .or_default()
             .push(e.gate_record_id);
-        Ok(r)
+        failed.map_or(Ok(r), Err)
     }
 
     /// The reducer over the gates recorded so far.

@@ -76,7 +76,8 @@ pub use governance::{
     AmbiguityCause, Authorization, Clock, Denial, Escalation, ExceptionGrant, FixedClock,
     GateEvaluation, GovernanceBinding, GovernanceError, GovernedRecorder, InFlight,
     InvocationPermit, OperationHandle, OperationStart, PolicySnapshotBytes, Recovered, Reduction,
-    Replay, Started, SystemClock, TaskBoundary, TerminalKind, reduce, terminal_for_outcome,
+    Replay, Started, SystemClock, TaskBoundary, TerminalKind, UnacknowledgedOperation,
+    UnacknowledgedStart, reduce, terminal_for_outcome,
 };
 pub use journal::{
     HookDecision, HookVerdict, JournalAppend, JournalRecord, JournalRecordType,
@@ -93,8 +94,8 @@ pub use record::{
     parse_record_type, receipt_of, record_id_for, record_type_str, reseal, seal,
 };
 pub use sqlite::{
-    APPLICATION_ID, DEFAULT_PATH, SCHEMA_VERSION, SqliteOptions, SqliteReader, SqliteStore,
-    Synchronous,
+    APPLICATION_ID, DEFAULT_PATH, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SqliteOptions,
+    SqliteReader, SqliteStore, Synchronous,
 };
 pub use store::{GovernedStore, JournalStore, OperationRef};
 pub use verify::{

@@ -17,11 +17,19 @@ use crate::record::{self, AppendFields, DigestText, Family};
 use crate::store::{self, GovernedStore, JournalStore, OperationRef};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
+thread_local! {
+    /// The hasher of this thread's appends.
+    static HASHER: std::cell::RefCell<blake3::Hasher> =
+        std::cell::RefCell::new(blake3::Hasher::new());
+}
+
 #[derive(Debug)]
 struct Chain {
     records: Vec<Stored>,
     /// The last record's policy id and version, shared by the records that repeat them.
     policy: Option<Arc<(String, String)>>,
+    /// The last operation id stored, shared by the records of that operation.
+    operation: Option<Arc<OperationId>>,
     tracker: ChainTracker,
 }
 
@@ -31,7 +39,7 @@ struct Chain {
 #[derive(Debug)]
 struct Stored {
     record_type: RecordType,
-    operation_id: Option<OperationId>,
+    operation_id: Option<Arc<OperationId>>,
     policy: Arc<(String, String)>,
     payload_json: String,
     payload_digest: DigestText,
@@ -51,7 +59,7 @@ impl Stored {
             record_id: record::record_id_for(Family::Evidence, chain_id, sequence)?,
             record_type: self.record_type,
             chain_id: chain_id.clone(),
-            operation_id: self.operation_id.clone(),
+            operation_id: self.operation_id.as_deref().cloned(),
             sequence,
             policy_id: self.policy.0.clone(),
             policy_version: self.policy.1.clone(),
@@ -130,25 +138,37 @@ impl MemoryStore {
 
     /// Appends one record (synchronously).
     pub fn append_sync(&self, entry: &EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
+        // One hasher per thread, reused from append to append (it is ~2 KiB).
+        HASHER.with(|hasher| match hasher.try_borrow_mut() {
+            Ok(mut hasher) => self.append_with(entry, &mut hasher),
+            // Not reentrant; should it ever be, a fresh hasher gives the same result.
+            Err(_) => self.append_with(entry, &mut blake3::Hasher::new()),
+        })
+    }
+
+    fn append_with(
+        &self,
+        entry: &EvidenceAppend,
+        hasher: &mut blake3::Hasher,
+    ) -> Result<AppendReceipt, EvidenceError> {
         // The payload's schema check and canonical form do not depend on the chain: outside the
         // lock.
-        let mut prepared = record::prepare_evidence(entry);
+        let mut prepared = record::prepare_evidence_with(entry, hasher);
         let mut inner = self.lock();
         let inner = &mut *inner;
-        if !inner.chains.contains_key(&entry.chain_id) {
-            inner.chains.insert(
-                entry.chain_id.clone(),
-                Chain {
+        // One lookup for an existing chain (the common case), `entry` only for a new one.
+        let chain = match inner.chains.get_mut(&entry.chain_id) {
+            Some(chain) => chain,
+            None => inner
+                .chains
+                .entry(entry.chain_id.clone())
+                .or_insert_with(|| Chain {
                     records: Vec::new(),
                     policy: None,
+                    operation: None,
                     tracker: ChainTracker::new(Family::Evidence, entry.chain_id.clone()),
-                },
-            );
-        }
-        let chain = inner
-            .chains
-            .get_mut(&entry.chain_id)
-            .ok_or_else(|| record::invalid("internal: the chain vanished"))?;
+                }),
+        };
         let a = AppendFields::evidence(entry);
         let seal = record::seal_on(
             &a,
@@ -202,10 +222,19 @@ impl MemoryStore {
                 p
             }
         };
+        let operation_id = match (&chain.operation, &entry.operation_id) {
+            (_, None) => None,
+            (Some(last), Some(op)) if **last == *op => Some(last.clone()),
+            (_, Some(op)) => {
+                let op = Arc::new(op.clone());
+                chain.operation = Some(op.clone());
+                Some(op)
+            }
+        };
         let receipt = seal.receipt(&entry.chain_id, payload.record_id);
         chain.records.push(Stored {
             record_type: entry.record_type,
-            operation_id: entry.operation_id.clone(),
+            operation_id,
             policy,
             payload_json: payload.json,
             payload_digest: payload.digest,

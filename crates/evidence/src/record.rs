@@ -6,6 +6,7 @@
 //! (the in-memory chain's throughput depends on it); a test proves it equal to
 //! `warden_contracts::canonical::to_canonical_string` of the serialized record.
 
+use std::borrow::BorrowMut;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -48,17 +49,29 @@ impl Family {
 /// Lower-case hex digits.
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// A digest's text (`blake3:` and 64 hex digits) on the stack.
+/// The two lower-case hex digits of every byte.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0x0f]];
+        i += 1;
+    }
+    t
+};
+
+/// A digest's text (`blake3:` and 64 hex digits) on the stack (aligned, so reading it as a
+/// `str` checks whole words from its first byte).
 #[derive(Clone, Copy)]
+#[repr(align(8))]
 pub(crate) struct DigestText([u8; 71]);
 
 impl DigestText {
     fn of_hash(hash: &blake3::Hash) -> Self {
         let mut text = [0u8; 71];
         text[..7].copy_from_slice(b"blake3:");
-        for (i, b) in hash.as_bytes().iter().enumerate() {
-            text[7 + 2 * i] = HEX[usize::from(b >> 4)];
-            text[8 + 2 * i] = HEX[usize::from(b & 0x0f)];
+        for (pair, b) in text[7..].chunks_exact_mut(2).zip(hash.as_bytes()) {
+            pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
         }
         Self(text)
     }
@@ -69,12 +82,22 @@ impl DigestText {
         std::str::from_utf8(&self.0).unwrap_or("")
     }
 
-    /// As a [`Digest`] (its one allocation).
+    /// As a [`Digest`] (its one allocation): the hex read back into the hash's bytes, so the
+    /// digest is built without re-validating its text.
     pub(crate) fn to_digest(self) -> Digest {
-        // Of the digest's form by construction; the fallback is never taken.
-        self.as_str()
-            .parse()
-            .unwrap_or_else(|_| Digest::of_bytes(b"unreachable"))
+        let mut hash = [0u8; 32];
+        for (i, b) in hash.iter_mut().enumerate() {
+            *b = (hex_value(self.0[7 + 2 * i]) << 4) | hex_value(self.0[8 + 2 * i]);
+        }
+        Digest::from_hash_bytes(&hash)
+    }
+}
+
+/// The value of a lower-case hex digit (written by [`DigestText::of_hash`]).
+fn hex_value(c: u8) -> u8 {
+    match c {
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => c.wrapping_sub(b'0') & 0x0f,
     }
 }
 
@@ -89,14 +112,14 @@ pub(crate) fn digest_text(bytes: &[u8]) -> DigestText {
     DigestText::of_hash(&blake3::hash(bytes))
 }
 
-/// `blake3:<hex>` of `bytes`: the same value as `Digest::of_bytes`, without the formatting
-/// machinery (one allocation, the digest's own).
+/// `blake3:<hex>` of `bytes`: `Digest::of_bytes`.
 pub(crate) fn digest_of(bytes: &[u8]) -> Digest {
-    digest_text(bytes).to_digest()
+    Digest::of_bytes(bytes)
 }
 
 /// A record id's text (`rec_` and 32 hex digits) on the stack.
 #[derive(Clone, Copy)]
+#[repr(align(8))]
 pub(crate) struct RecordIdText([u8; 36]);
 
 impl RecordIdText {
@@ -230,6 +253,9 @@ pub fn hash_input(f: &Fields<'_>) -> String {
 /// depend on the chain's head, apart from the payload).
 #[derive(Clone, Copy)]
 struct PrefixFields<'a> {
+    /// Whether `hash_algorithm` and the digest are known to need no escaping (sealing writes
+    /// them itself; a verifier's fields can hold anything).
+    sealing: bool,
     chain_id: &'a str,
     created_at: u64,
     hash_algorithm: &'a str,
@@ -252,13 +278,13 @@ fn write_prefix(
     out.push_str(",\"created_at\":");
     push_u64(out, p.created_at);
     out.push_str(",\"hash_algorithm\":");
-    write_str(out, p.hash_algorithm);
+    write_known(out, p.hash_algorithm, p.sealing);
     if let Some(op) = p.operation_id {
         out.push_str(",\"operation_id\":");
         write_str(out, op);
     }
     out.push_str(",\"payload_digest\":");
-    write_str(out, payload_digest);
+    write_known(out, payload_digest, p.sealing);
     out.push_str(",\"payload_json\":");
     payload(out);
     out.push_str(",\"policy_id\":");
@@ -267,9 +293,11 @@ fn write_prefix(
     write_str(out, p.policy_version);
 }
 
-/// Writes the rest of the hash input, from `previous_chain_hash` on.
+/// Writes the rest of the hash input, from `previous_chain_hash` on. `sealing`: the previous
+/// hash (a `Digest`), the record id and the record type are known to need no escaping.
 fn write_suffix(
     out: &mut String,
+    sealing: bool,
     previous_chain_hash: Option<&str>,
     record_id: &str,
     record_type: &str,
@@ -278,12 +306,12 @@ fn write_suffix(
 ) {
     if let Some(prev) = previous_chain_hash {
         out.push_str(",\"previous_chain_hash\":");
-        write_str(out, prev);
+        write_known(out, prev, sealing);
     }
     out.push_str(",\"record_id\":");
-    write_str(out, record_id);
+    write_known(out, record_id, sealing);
     out.push_str(",\"record_type\":");
-    write_str(out, record_type);
+    write_known(out, record_type, sealing);
     out.push_str(",\"sequence\":");
     push_u64(out, sequence);
     if let Some(sup) = supersedes_record_id {
@@ -296,6 +324,7 @@ fn write_suffix(
 fn write_hash_input(out: &mut String, f: &Fields<'_>) {
     out.reserve(320 + f.payload_json.len() * 9 / 8);
     let prefix = PrefixFields {
+        sealing: false,
         chain_id: f.chain_id,
         created_at: f.created_at,
         hash_algorithm: f.hash_algorithm,
@@ -308,6 +337,7 @@ fn write_hash_input(out: &mut String, f: &Fields<'_>) {
     });
     write_suffix(
         out,
+        false,
         f.previous_chain_hash,
         f.record_id,
         f.record_type,
@@ -318,7 +348,10 @@ fn write_hash_input(out: &mut String, f: &Fields<'_>) {
 
 /// The chain hash of a record's fields.
 pub fn chain_hash(f: &Fields<'_>) -> Digest {
-    chain_hash_text(f).to_digest()
+    with_buffers(|buffer, _| {
+        write_hash_input(buffer, f);
+        Digest::of_bytes(buffer.as_bytes())
+    })
 }
 
 /// Runs `f` with the thread's text buffers (cleared), reused from record to record.
@@ -354,28 +387,67 @@ pub(crate) fn chain_hash_text(f: &Fields<'_>) -> DigestText {
 #[derive(Default)]
 struct Digits([u8; 21]);
 
+/// The two decimal digits of 0..100.
+const PAIRS: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
 impl Digits {
-    /// The digits of `n`, after a minus sign when `negative`.
-    fn of(&mut self, mut n: u64, negative: bool) -> &str {
+    /// The digits of `n` (two at a time), after a minus sign when `negative`, as bytes.
+    fn bytes(&mut self, mut n: u64, negative: bool) -> &[u8] {
         let mut i = self.0.len();
-        loop {
+        while n >= 100 {
+            i -= 2;
+            self.0[i..i + 2].copy_from_slice(&PAIRS[(n % 100) as usize]);
+            n /= 100;
+        }
+        if n >= 10 {
+            i -= 2;
+            self.0[i..i + 2].copy_from_slice(&PAIRS[n as usize]);
+        } else {
             i -= 1;
-            self.0[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+            self.0[i] = b'0' + n as u8;
         }
         if negative {
             i -= 1;
             self.0[i] = b'-';
         }
-        std::str::from_utf8(&self.0[i..]).unwrap_or("0")
+        &self.0[i..]
+    }
+
+    /// The digits of `n`, after a minus sign when `negative`.
+    fn of(&mut self, n: u64, negative: bool) -> &str {
+        std::str::from_utf8(self.bytes(n, negative)).unwrap_or("0")
     }
 }
 
 fn push_u64(out: &mut String, n: u64) {
-    out.push_str(Digits::default().of(n, false));
+    let mut digits = Digits::default();
+    let digits = digits.bytes(n, false);
+    out.reserve(digits.len());
+    for &b in digits {
+        out.push(char::from(b));
+    }
+}
+
+/// A JSON string known to need no escaping (a digest, a record id the store assigned, a record
+/// type's name, the hash algorithm) when `known`, else [`write_str`].
+fn write_known(out: &mut String, s: &str, known: bool) {
+    if known {
+        debug_assert_eq!(next_escape(s.as_bytes(), 0), s.len());
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        write_str(out, s);
+    }
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -384,21 +456,43 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 /// The index of the first byte at or after `i` that a JSON string must escape (`"`, `\`, a
 /// control character below 0x20), or the length. Eight bytes at a time: in each word, the
 /// lowest flagged byte is always a true match (borrows only propagate upwards from one).
+#[inline]
 fn next_escape(b: &[u8], mut i: usize) -> usize {
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
+    let hits = |w: u64| {
         let control = w.wrapping_sub(ONES * 0x20) & !w;
         let quote = w ^ (ONES * u64::from(b'"'));
         let quote = quote.wrapping_sub(ONES) & !quote;
         let backslash = w ^ (ONES * u64::from(b'\\'));
         let backslash = backslash.wrapping_sub(ONES) & !backslash;
-        let hits = (control | quote | backslash) & HIGHS;
+        (control | quote | backslash) & HIGHS
+    };
+    let word = |chunk: &[u8]| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        u64::from_le_bytes(word)
+    };
+    while let Some(chunk) = b.get(i..i + 8) {
+        let hits = hits(word(chunk));
         if hits != 0 {
             return i + (hits.trailing_zeros() / 8) as usize;
         }
         i += 8;
+    }
+    // The last (partial) word: the string's last eight bytes when it has that many, shifted so
+    // that it starts at `i` (the bytes before it may be escapes already handled), with plain
+    // bytes shifted in above.
+    if i < b.len()
+        && let Some(start) = b.len().checked_sub(8)
+        && let Some(chunk) = b.get(start..)
+    {
+        let shift = 8 * (i - start) as u32;
+        let w = (word(chunk) >> shift) | ((ONES * u64::from(b'0')) << (64 - shift));
+        let hits = hits(w);
+        return if hits == 0 {
+            b.len()
+        } else {
+            (i + (hits.trailing_zeros() / 8) as usize).min(b.len())
+        };
     }
     while let Some(&c) = b.get(i) {
         if c == b'"' || c == b'\\' || c < 0x20 {
@@ -473,9 +567,19 @@ trait Sink {
     fn byte(&mut self, b: char);
     /// A JSON string.
     fn string(&mut self, s: &str);
+    /// Where the output ends now.
+    fn mark(&self) -> (usize, usize);
+    /// Drops what was written after `mark`.
+    fn reset(&mut self, mark: (usize, usize));
 }
 
 impl Sink for String {
+    fn mark(&self) -> (usize, usize) {
+        (self.len(), 0)
+    }
+    fn reset(&mut self, mark: (usize, usize)) {
+        self.truncate(mark.0);
+    }
     fn plain(&mut self, s: &str) {
         self.push_str(s);
     }
@@ -495,6 +599,13 @@ struct Dual<'a> {
 }
 
 impl Sink for Dual<'_> {
+    fn mark(&self) -> (usize, usize) {
+        (self.text.len(), self.escaped.len())
+    }
+    fn reset(&mut self, mark: (usize, usize)) {
+        self.text.truncate(mark.0);
+        self.escaped.truncate(mark.1);
+    }
     fn plain(&mut self, s: &str) {
         self.text.push_str(s);
         self.escaped.push_str(s);
@@ -577,27 +688,36 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
         }
         Value::Object(map) => {
             // The map iterates in key order (a `BTreeMap`) unless serde_json's `preserve_order`
-            // is on somewhere in the build; when the keys are ASCII and already in order (UTF-16
-            // order is byte order for ASCII), write them as they come, else sort.
-            let mut previous: Option<&str> = None;
-            let in_order = map.keys().all(|k| {
-                let ok = k.is_ascii() && previous.is_none_or(|p| p < k.as_str());
-                previous = Some(k);
-                ok
-            });
+            // is on somewhere in the build; while the keys are ASCII and in order (UTF-16 order
+            // is byte order for ASCII), write them as they come; else start the object over,
+            // sorted.
+            let mark = out.mark();
             out.byte('{');
-            if in_order {
-                for (i, (k, item)) in map.iter().enumerate() {
-                    if i > 0 {
-                        out.byte(',');
-                    }
-                    out.string(k);
-                    out.byte(':');
-                    if !write_canonical(out, item) {
-                        return false;
+            let mut previous: Option<&str> = None;
+            let mut in_order = true;
+            for (k, item) in map {
+                match previous {
+                    None => {}
+                    Some(p) if p < k.as_str() => out.byte(','),
+                    Some(_) => {
+                        in_order = false;
+                        break;
                     }
                 }
-            } else {
+                if !k.is_ascii() {
+                    in_order = false;
+                    break;
+                }
+                previous = Some(k);
+                out.string(k);
+                out.byte(':');
+                if !write_canonical(out, item) {
+                    return false;
+                }
+            }
+            if !in_order {
+                out.reset(mark);
+                out.byte('{');
                 let mut entries: Vec<(&String, &Value)> = map.iter().collect();
                 if entries.iter().all(|(k, _)| k.is_ascii()) {
                     entries.sort_unstable_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
@@ -830,18 +950,32 @@ impl<'a> AppendFields<'a> {
 /// and BLAKE3 already run over the hash input up to `previous_chain_hash` (every field before it
 /// in key order is known before the append takes its place in the chain). The SQLite store
 /// prepares on the appender's thread, so its single writer only hashes the last ~150 bytes.
+///
+/// `H` holds the hasher (~2 KiB): boxed (the default) for an append that moves through the
+/// SQLite writer's queue, borrowed for the in-memory store, which seals on the thread that
+/// prepared and reuses one hasher per thread (no allocation, no copies of the hasher).
 #[derive(Debug, Clone)]
-pub(crate) struct Prepared {
+pub(crate) struct Prepared<H = Box<blake3::Hasher>> {
     pub(crate) json: String,
     pub(crate) digest: DigestText,
-    /// Boxed: the hasher is ~2 KiB, and a prepared append moves through a queue.
-    prefix: Box<blake3::Hasher>,
+    prefix: H,
     /// The id of the record at the append's expected sequence (sealing refuses any other).
     pub(crate) record_id: RecordId,
 }
 
 impl Prepared {
     pub(crate) fn new(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
+        Self::with_hasher(a, value, Box::default())
+    }
+}
+
+impl<H: BorrowMut<blake3::Hasher>> Prepared<H> {
+    /// Prepares with `hasher`, which is reset first.
+    pub(crate) fn with_hasher(
+        a: &AppendFields<'_>,
+        value: &Value,
+        mut hasher: H,
+    ) -> Result<Self, EvidenceError> {
         with_buffers(|buffer, escaped| {
             let (json, escaped) = match canonical_json_escaped(value, escaped) {
                 Some(json) => (json, Some(&*escaped)),
@@ -852,6 +986,7 @@ impl Prepared {
             };
             let digest = digest_text(json.as_bytes());
             let fields = PrefixFields {
+                sealing: true,
                 chain_id: a.chain_id.as_str(),
                 created_at: a.created_at.0,
                 hash_algorithm: HASH_ALGORITHM,
@@ -868,12 +1003,13 @@ impl Prepared {
                 }
                 None => write_str(out, &json),
             });
-            let mut prefix = Box::new(blake3::Hasher::new());
+            let prefix = hasher.borrow_mut();
+            prefix.reset();
             prefix.update(buffer.as_bytes());
             Ok(Self {
                 json,
                 digest,
-                prefix,
+                prefix: hasher,
                 record_id: record_id_for(a.family, a.chain_id, a.expected_sequence)?,
             })
         })
@@ -889,6 +1025,14 @@ pub(crate) type PreparedEvidence = Result<(Prepared, Facts<String>), EvidenceErr
 pub(crate) fn prepare_evidence(
     entry: &EvidenceAppend,
 ) -> Result<(Prepared, Checked<'_>), EvidenceError> {
+    prepare_evidence_with(entry, Box::default())
+}
+
+/// [`prepare_evidence`] with a given hasher (reset first).
+pub(crate) fn prepare_evidence_with<H: BorrowMut<blake3::Hasher>>(
+    entry: &EvidenceAppend,
+    hasher: H,
+) -> Result<(Prepared<H>, Checked<'_>), EvidenceError> {
     let checked = facts::check(entry.record_type, &entry.payload).map_err(|e| {
         invalid(format!(
             "{} payload: {e}",
@@ -896,7 +1040,7 @@ pub(crate) fn prepare_evidence(
         ))
     })?;
     Ok((
-        Prepared::new(&AppendFields::evidence(entry), &entry.payload)?,
+        Prepared::with_hasher(&AppendFields::evidence(entry), &entry.payload, hasher)?,
         checked,
     ))
 }
@@ -928,9 +1072,9 @@ pub(crate) struct Seal {
 /// sequence and that its fields are in range, then reports a payload refused earlier (so a wrong
 /// sequence is reported first, whatever the payload), and computes the record id and the chain
 /// hash. It does not check the chain's lifecycle rules (that is [`crate::ChainTracker`]'s job).
-pub(crate) fn seal_on(
+pub(crate) fn seal_on<H: BorrowMut<blake3::Hasher>>(
     a: &AppendFields<'_>,
-    prepared: Result<&mut Prepared, &EvidenceError>,
+    prepared: Result<&mut Prepared<H>, &EvidenceError>,
     head: Option<&ChainHead>,
 ) -> Result<Seal, EvidenceError> {
     let next = head.map_or(0, |h| h.sequence + 1);
@@ -950,16 +1094,17 @@ pub(crate) fn seal_on(
     let chain_hash = with_buffers(|suffix, _| {
         write_suffix(
             suffix,
+            true,
             previous.as_ref().map(Digest::as_str),
             prepared.record_id.as_str(),
             a.record_type,
             next,
             a.supersedes_record_id.map(RecordId::as_str),
         );
-        prepared.prefix.update(suffix.as_bytes());
-        DigestText::of_hash(&prepared.prefix.finalize())
-    })
-    .to_digest();
+        let hasher = prepared.prefix.borrow_mut();
+        hasher.update(suffix.as_bytes());
+        Digest::from_hash_bytes(hasher.finalize().as_bytes())
+    });
     Ok(Seal {
         sequence: next,
         previous,
@@ -967,9 +1112,9 @@ pub(crate) fn seal_on(
     })
 }
 
-fn sealed_fields<'a>(
+fn sealed_fields<'a, H>(
     a: &AppendFields<'a>,
-    payload: &'a Prepared,
+    payload: &'a Prepared<H>,
     sequence: u64,
     previous: Option<&'a Digest>,
 ) -> Fields<'a> {
@@ -992,7 +1137,11 @@ fn sealed_fields<'a>(
 
 impl Seal {
     /// The sealed record's fields.
-    pub(crate) fn fields<'a>(&'a self, a: &AppendFields<'a>, payload: &'a Prepared) -> Fields<'a> {
+    pub(crate) fn fields<'a, H>(
+        &'a self,
+        a: &AppendFields<'a>,
+        payload: &'a Prepared<H>,
+    ) -> Fields<'a> {
         sealed_fields(a, payload, self.sequence, self.previous.as_ref())
     }
 
@@ -1007,11 +1156,11 @@ impl Seal {
     }
 
     /// The sealed record.
-    pub(crate) fn into_record<T>(
+    pub(crate) fn into_record<T, H>(
         self,
         a: &AppendFields<'_>,
         record_type: T,
-        payload: Prepared,
+        payload: Prepared<H>,
     ) -> Record<T> {
         Record {
             record_id: payload.record_id,

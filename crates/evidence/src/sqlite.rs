@@ -6,9 +6,10 @@
 //! write connection: it takes the queued appends (up to [`SqliteOptions::max_batch`]; while
 //! fewer than its last group have come, it waits for them a moment, at most half a commit and
 //! never for a lone appender), seals each on its chain's head (the rest of the hash), checks
-//! it, and inserts it with a statement prepared once per transaction, all inside one
-//! `BEGIN IMMEDIATE` transaction; it commits once (one fsync of the WAL) and only then answers
-//! each appender with its receipt. An append that fails its checks is answered with its error
+//! it, and inserts the rows that pass eight to a statement (prepared once per transaction),
+//! all inside one `BEGIN IMMEDIATE` transaction; it commits once (one fsync of the WAL) and
+//! only then answers each appender with its receipt (a large group's receipts from a second
+//! thread, so the writer goes on meanwhile). An append that fails its checks is answered with its error
 //! and does not disturb the others; a failed commit fails them all and nothing is kept. Once a
 //! group commit takes many appends (concurrent appenders), a background connection checkpoints
 //! (`PASSIVE`, every thousand pages or so) beside the writer, so commits stop waiting for
@@ -30,14 +31,14 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
-use rusqlite::{CachedStatement, Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{CachedStatement, Connection, OpenFlags, OptionalExtension, Row, Statement, params};
 use tokio::sync::oneshot;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
@@ -54,8 +55,13 @@ use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Re
 
 /// The embedded default store, relative to the working directory.
 pub const DEFAULT_PATH: &str = ".warden/evidence.db";
-/// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this build writes (`PRAGMA user_version`). It reads every version from
+/// [`OLDEST_SCHEMA_VERSION`] on; a writable open migrates an older store (docs/evidence.md).
+pub const SCHEMA_VERSION: i64 = 2;
+/// The oldest schema version this build reads (and migrates when it opens a store to write).
+/// Version 1 had one more index, `records_operation`, that no query used; version 2 dropped it
+/// (records, their columns and their hashes are unchanged).
+pub const OLDEST_SCHEMA_VERSION: i64 = 1;
 /// `PRAGMA application_id` of a Warden evidence store: `WARD` in ASCII.
 pub const APPLICATION_ID: i64 = 0x5741_5244;
 
@@ -77,7 +83,6 @@ CREATE TABLE records (
     hash_algorithm TEXT NOT NULL,
     PRIMARY KEY (chain_id, sequence)
 );
-CREATE INDEX records_operation ON records (chain_id, operation_id);
 CREATE TRIGGER records_no_update BEFORE UPDATE ON records
     BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
 CREATE TRIGGER records_no_delete BEFORE DELETE ON records
@@ -177,18 +182,39 @@ macro_rules! columns {
     };
 }
 
-/// The statements the writer runs for every append: constant text, so the connection's
-/// statement cache finds them prepared.
-const INSERT_RECORD: &str = concat!(
-    "INSERT INTO records (",
-    columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-);
-const INSERT_JOURNAL: &str = concat!(
-    "INSERT INTO journal (",
-    columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-);
+/// How many rows one insert statement writes: a group commit's records go in by the
+/// [`ROWS_PER_INSERT`], the rest one by one (each statement's own work, opening cursors,
+/// halting, resetting, is paid once per chunk). Eight measured best: the bound values of more
+/// rows no longer fit SQLite's per-connection lookaside memory, and binding then allocates.
+const ROWS_PER_INSERT: usize = 8;
+/// Bound parameters per row: one per record field.
+const FIELDS_PER_ROW: usize = 14;
+
+/// The insert statement of `rows` rows into `table` (the same text every time, so the
+/// connection's statement cache finds it prepared).
+///
+/// `OR FAIL`: a constraint that fails (none can: the writer checked every row) stops the
+/// statement without undoing its earlier rows, and the writer then rolls the whole group back.
+/// With SQLite's default (`ABORT`) a statement of several rows must be able to undo itself, so
+/// SQLite keeps a statement journal in a temporary file for it, which wrote ~7 KB per record.
+fn insert_sql(table: &str, rows: usize) -> String {
+    let mut sql = format!("INSERT OR FAIL INTO {table} ({}) VALUES ", columns!());
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for field in 0..FIELDS_PER_ROW {
+            if field > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('?');
+            sql.push_str(&(row * FIELDS_PER_ROW + field + 1).to_string());
+        }
+        sql.push(')');
+    }
+    sql
+}
 const INSERT_IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys \
      (key_digest, chain_id, operation_id, record_id, sequence) VALUES (?1, ?2, ?3, ?4, ?5)";
 const INSERT_APPROVAL_USE: &str = "INSERT INTO approval_uses \
@@ -274,7 +300,9 @@ struct Job {
 pub struct SqliteStore {
     path: PathBuf,
     stats: Arc<Stats>,
-    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Read-locked to send (concurrent appenders never wait for each other here), write-locked
+    /// to close.
+    sender: RwLock<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     reader: Mutex<Option<Connection>>,
 }
@@ -297,9 +325,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Checks that `conn` is a Warden evidence store of a known schema version; `Ok(false)` when it
-/// is an empty database (no tables, application id 0), ready to initialize.
-fn check_schema(conn: &Connection, path: &Path) -> Result<bool, Error> {
+/// Checks that `conn` is a Warden evidence store of a known schema version and returns it;
+/// `Ok(None)` when it is an empty database (no tables, application id 0), ready to initialize.
+fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
     let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::NotADatabase) => Error::NotSqlite {
             path: path.to_owned(),
@@ -316,7 +344,7 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<bool, Error> {
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .map_err(classify)?;
     if app == 0 && version == 0 && tables == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     if app != APPLICATION_ID {
         return Err(Error::NotEvidenceStore {
@@ -324,14 +352,27 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<bool, Error> {
             why: format!("application id {app:#x}, expected {APPLICATION_ID:#x}"),
         });
     }
-    if version != SCHEMA_VERSION {
+    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&version) {
         return Err(Error::UnknownSchemaVersion {
             path: path.to_owned(),
             found: version,
             supported: SCHEMA_VERSION,
         });
     }
-    Ok(true)
+    Ok(Some(version))
+}
+
+/// Brings a store of an older schema version to [`SCHEMA_VERSION`], in one transaction. From
+/// version 1: drop the `records_operation` index (no query used it; every row, and so every
+/// chain hash, stays as it was).
+fn migrate(conn: &Connection, path: &Path) -> Result<(), Error> {
+    let script = format!(
+        "BEGIN IMMEDIATE; DROP INDEX IF EXISTS records_operation; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    );
+    conn.execute_batch(&script).map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        Error::sqlite(path, &e)
+    })
 }
 
 impl SqliteStore {
@@ -355,7 +396,7 @@ impl SqliteStore {
         let conn = Connection::open(&path).map_err(|e| Error::sqlite(&path, &e))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| Error::sqlite(&path, &e))?;
-        let initialized = check_schema(&conn, &path)?;
+        let version = check_schema(&conn, &path)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(|e| Error::sqlite(&path, &e))?;
@@ -367,7 +408,10 @@ impl SqliteStore {
         }
         conn.pragma_update(None, "synchronous", synchronous_name(options.synchronous))
             .map_err(|e| Error::sqlite(&path, &e))?;
-        if !initialized {
+        if version.is_some_and(|v| v < SCHEMA_VERSION) {
+            migrate(&conn, &path)?;
+        }
+        if version.is_none() {
             let script = format!(
                 "BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             );
@@ -401,6 +445,7 @@ impl SqliteStore {
             commit_time: Duration::ZERO,
             wal_pages: 0,
             checkpointer: None,
+            notifier: None,
         };
         let handle = std::thread::Builder::new()
             .name("warden-evidence-writer".into())
@@ -412,7 +457,7 @@ impl SqliteStore {
         Ok(Self {
             path,
             stats,
-            sender: Mutex::new(Some(sender)),
+            sender: RwLock::new(Some(sender)),
             writer: Mutex::new(Some(handle)),
             reader: Mutex::new(Some(reader)),
         })
@@ -435,7 +480,11 @@ impl SqliteStore {
     fn submit(&self, op: JobOp) -> oneshot::Receiver<Result<AppendReceipt, EvidenceError>> {
         let (reply, rx) = oneshot::channel();
         let job = Job { op, reply };
-        let sent = match lock(&self.sender).as_ref() {
+        let sender = self
+            .sender
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sent = match sender.as_ref() {
             Some(s) => s.send(job).map_err(|e| e.0),
             None => Err(job),
         };
@@ -538,7 +587,12 @@ impl Drop for SqliteStore {
         // Close the reader first: the writer closes last (checkpointing, or not, as the last
         // connection).
         drop(lock(&self.reader).take());
-        drop(lock(&self.sender).take());
+        drop(
+            self.sender
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
         if let Some(handle) = lock(&self.writer).take() {
             let _ = handle.join();
         }
@@ -680,7 +734,7 @@ impl SqliteReader {
             Some(rusqlite::ErrorCode::NotADatabase) => Error::NotSqlite { path: path.clone() },
             _ => Error::sqlite(&path, &e),
         })?;
-        if !check_schema(&conn, &path)? {
+        if check_schema(&conn, &path)?.is_none() {
             return Err(Error::NotEvidenceStore {
                 path,
                 why: "the database is empty".into(),
@@ -1159,6 +1213,8 @@ fn verify_paged<R: ChainRecord>(
 // The writer
 
 struct Writer {
+    /// Delivers the receipts of large groups (started with the first one).
+    notifier: Option<Notifier>,
     conn: Connection,
     stats: Arc<Stats>,
     path: PathBuf,
@@ -1241,54 +1297,128 @@ impl Iterator for Group<'_> {
     }
 }
 
-/// The insert statements of one transaction, prepared once for all its appends.
+/// An append that passed every check, waiting in its transaction for its chunk's insert.
+struct PendingRow {
+    append: OwnedAppend,
+    payload: Prepared,
+    seal: record::Seal,
+}
+
+/// The append a pending row came from (its `payload` value already dropped).
+enum OwnedAppend {
+    Evidence(EvidenceAppend),
+    Journal(JournalAppend),
+}
+
+impl OwnedAppend {
+    fn fields(&self) -> AppendFields<'_> {
+        match self {
+            Self::Evidence(e) => AppendFields::evidence(e),
+            Self::Journal(j) => j.fields(),
+        }
+    }
+}
+
+/// The inserts of one transaction: sealed rows are buffered per table and written
+/// [`ROWS_PER_INSERT`] at a time (statements prepared once per transaction), and whatever is
+/// left before the commit. Nothing reads a chain's rows while the transaction appends to it
+/// (its tracker holds its head), so buffering changes nothing another statement sees; a failed
+/// insert fails the whole group, which rolls back.
 struct Statements<'c> {
     conn: &'c Connection,
-    records: Option<CachedStatement<'c>>,
-    journal: Option<CachedStatement<'c>>,
+    records: Vec<PendingRow>,
+    journal: Vec<PendingRow>,
+    /// Prepared statements: (table, rows) for the chunk and the single-row inserts.
+    chunk: [Option<CachedStatement<'c>>; 2],
+    single: [Option<CachedStatement<'c>>; 2],
 }
 
 impl<'c> Statements<'c> {
     fn new(conn: &'c Connection) -> Self {
         Self {
             conn,
-            records: None,
-            journal: None,
+            records: Vec::with_capacity(ROWS_PER_INSERT),
+            journal: Vec::new(),
+            chunk: [None, None],
+            single: [None, None],
         }
     }
 
-    fn insert(
-        &mut self,
-        family: Family,
-        f: &record::Fields<'_>,
-        chain_hash: &str,
-    ) -> rusqlite::Result<usize> {
-        let conn = self.conn;
-        let (slot, sql) = match family {
-            Family::Evidence => (&mut self.records, INSERT_RECORD),
-            Family::Journal => (&mut self.journal, INSERT_JOURNAL),
+    /// Queues a sealed row; writes its table's chunk once it is full.
+    fn push(&mut self, family: Family, row: PendingRow) -> rusqlite::Result<()> {
+        let rows = match family {
+            Family::Evidence => &mut self.records,
+            Family::Journal => &mut self.journal,
         };
-        let stmt = match slot {
-            Some(stmt) => stmt,
-            None => slot.insert(conn.prepare_cached(sql)?),
-        };
-        stmt.execute(params![
-            f.record_id,
-            f.record_type,
-            f.chain_id,
-            f.operation_id,
-            seq_i64(f.sequence),
-            f.policy_id,
-            f.policy_version,
-            f.payload_json,
-            f.payload_digest,
-            f.previous_chain_hash,
-            chain_hash,
-            f.supersedes_record_id,
-            seq_i64(f.created_at),
-            f.hash_algorithm,
-        ])
+        rows.push(row);
+        if rows.len() >= ROWS_PER_INSERT {
+            self.flush(family)?;
+        }
+        Ok(())
     }
+
+    /// Writes every queued row (before the commit).
+    fn finish(&mut self) -> rusqlite::Result<()> {
+        self.flush(Family::Evidence)?;
+        self.flush(Family::Journal)
+    }
+
+    fn flush(&mut self, family: Family) -> rusqlite::Result<()> {
+        let (rows, slot) = match family {
+            Family::Evidence => (std::mem::take(&mut self.records), 0),
+            Family::Journal => (std::mem::take(&mut self.journal), 1),
+        };
+        let table = table_of(family);
+        let conn = self.conn;
+        let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+        for chunk in chunks.by_ref() {
+            let stmt = match &mut self.chunk[slot] {
+                Some(stmt) => stmt,
+                empty => empty.insert(conn.prepare_cached(&insert_sql(table, ROWS_PER_INSERT))?),
+            };
+            for (i, row) in chunk.iter().enumerate() {
+                bind_row(stmt, i * FIELDS_PER_ROW, row)?;
+            }
+            stmt.raw_execute()?;
+        }
+        for row in chunks.remainder() {
+            let stmt = match &mut self.single[slot] {
+                Some(stmt) => stmt,
+                empty => empty.insert(conn.prepare_cached(&insert_sql(table, 1))?),
+            };
+            bind_row(stmt, 0, row)?;
+            stmt.raw_execute()?;
+        }
+        // Keep the buffer's allocation for the next chunk.
+        let mut rows = rows;
+        rows.clear();
+        match family {
+            Family::Evidence => self.records = rows,
+            Family::Journal => self.journal = rows,
+        }
+        Ok(())
+    }
+}
+
+/// Binds one row's fields from parameter `offset + 1` on.
+fn bind_row(stmt: &mut Statement<'_>, offset: usize, row: &PendingRow) -> rusqlite::Result<()> {
+    let a = row.append.fields();
+    let f = row.seal.fields(&a, &row.payload);
+    let at = |i: usize| offset + i;
+    stmt.raw_bind_parameter(at(1), f.record_id)?;
+    stmt.raw_bind_parameter(at(2), f.record_type)?;
+    stmt.raw_bind_parameter(at(3), f.chain_id)?;
+    stmt.raw_bind_parameter(at(4), f.operation_id)?;
+    stmt.raw_bind_parameter(at(5), seq_i64(f.sequence))?;
+    stmt.raw_bind_parameter(at(6), f.policy_id)?;
+    stmt.raw_bind_parameter(at(7), f.policy_version)?;
+    stmt.raw_bind_parameter(at(8), f.payload_json)?;
+    stmt.raw_bind_parameter(at(9), f.payload_digest)?;
+    stmt.raw_bind_parameter(at(10), f.previous_chain_hash)?;
+    stmt.raw_bind_parameter(at(11), row.seal.chain_hash.as_str())?;
+    stmt.raw_bind_parameter(at(12), f.supersedes_record_id)?;
+    stmt.raw_bind_parameter(at(13), seq_i64(f.created_at))?;
+    stmt.raw_bind_parameter(at(14), f.hash_algorithm)
 }
 
 /// Checkpoints the WAL from its own connection and thread (`PRAGMA wal_checkpoint(PASSIVE)`:
@@ -1333,6 +1463,53 @@ impl Checkpointer {
     }
 }
 
+/// A group's appenders and their answers, in order.
+type Answers = Vec<(
+    oneshot::Sender<Result<AppendReceipt, EvidenceError>>,
+    Result<AppendReceipt, EvidenceError>,
+)>;
+
+/// Sends each answer to its appender.
+fn answer(answers: Answers) {
+    for (reply, result) in answers {
+        let _ = reply.send(result);
+    }
+}
+
+/// Sends the answers of large group commits from its own thread, in the order the groups
+/// committed; the writer hands it each group once the group's commit is durable.
+struct Notifier {
+    sender: mpsc::Sender<Answers>,
+    handle: JoinHandle<()>,
+}
+
+impl Notifier {
+    fn start() -> std::io::Result<Self> {
+        let (sender, groups) = mpsc::channel::<Answers>();
+        let handle = std::thread::Builder::new()
+            .name("warden-evidence-receipts".into())
+            .spawn(move || {
+                while let Ok(answers) = groups.recv() {
+                    answer(answers);
+                }
+            })?;
+        Ok(Self { sender, handle })
+    }
+
+    fn deliver(&self, answers: Answers) {
+        if let Err(e) = self.sender.send(answers) {
+            // The thread is gone (it cannot be while the writer runs): answer here.
+            answer(e.0);
+        }
+    }
+
+    /// Delivers what is pending, then ends the thread.
+    fn stop(self) {
+        drop(self.sender);
+        let _ = self.handle.join();
+    }
+}
+
 fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
@@ -1364,6 +1541,10 @@ impl Writer {
     }
 
     fn close(mut self) {
+        // Every receipt out before the store is closed.
+        if let Some(notifier) = self.notifier.take() {
+            notifier.stop();
+        }
         if let Some(checkpointer) = self.checkpointer.take() {
             checkpointer.stop();
         }
@@ -1415,17 +1596,11 @@ impl Writer {
                 let r = match job.op {
                     JobOp::Evidence(entry, prepared) => {
                         let fresh = first_use(&mut touched_evidence, &entry.chain_id);
-                        append_evidence(
-                            &mut statements,
-                            &mut self.evidence,
-                            &entry,
-                            prepared,
-                            fresh,
-                        )
+                        append_evidence(&mut statements, &mut self.evidence, entry, prepared, fresh)
                     }
                     JobOp::Journal(entry, prepared) => {
                         let fresh = first_use(&mut touched_journal, &entry.chain_id);
-                        append_journal(&mut statements, &mut self.journals, &entry, prepared, fresh)
+                        append_journal(&mut statements, &mut self.journals, entry, prepared, fresh)
                     }
                 };
                 replies.push(job.reply);
@@ -1437,6 +1612,11 @@ impl Writer {
                         break;
                     }
                 }
+            }
+            if fatal.is_none()
+                && let Err(e) = statements.finish()
+            {
+                fatal = Some(db(&e));
             }
         }
         let started = Instant::now();
@@ -1470,12 +1650,22 @@ impl Writer {
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats.records.fetch_add(ok, Ordering::Relaxed);
         let _ = fault::point("store.after_commit");
-        let mut results = results.into_iter();
-        for reply in replies {
-            let r = results
-                .next()
-                .unwrap_or_else(|| Err(unavailable("internal: missing result")));
-            let _ = reply.send(r);
+        let answers: Answers = replies
+            .into_iter()
+            .zip(results.into_iter().chain(std::iter::repeat_with(|| {
+                Err(unavailable("internal: missing result"))
+            })))
+            .collect();
+        // Every receipt of the group is durable now. A large group's receipts go out from the
+        // notifier thread: each wakes a waiting appender (a system call), and the writer goes on
+        // with the next group meanwhile. A small group's go out here (a lone appender's latency
+        // gains no thread hop).
+        if answers.len() >= BACKGROUND_GROUP as usize && self.notifier.is_none() {
+            self.notifier = Notifier::start().ok();
+        }
+        match &self.notifier {
+            Some(n) if answers.len() >= BACKGROUND_GROUP as usize => n.deliver(answers),
+            _ => answer(answers),
         }
         // Groups of many appends (concurrent appenders): checkpoint in the background from now
         // on, so commits stop paying for checkpoints. A lone appender's small commits keep
@@ -1590,13 +1780,13 @@ fn tracker<'a>(
 fn append_evidence(
     statements: &mut Statements<'_>,
     trackers: &mut HashMap<ChainId, ChainTracker>,
-    entry: &EvidenceAppend,
+    entry: EvidenceAppend,
     prepared: PreparedEvidence,
     fresh: bool,
 ) -> Result<AppendReceipt, Step> {
     let conn = statements.conn;
     let tracker = tracker(conn, trackers, Family::Evidence, &entry.chain_id, fresh)?;
-    let a = AppendFields::evidence(entry);
+    let a = AppendFields::evidence(&entry);
     let mut prepared = prepared;
     let seal = record::seal_on(
         &a,
@@ -1619,17 +1809,25 @@ fn append_evidence(
     if !index.is_empty() {
         insert_index_entries(conn, &index, &entry.chain_id, &view)?;
     }
-    statements
-        .insert(Family::Evidence, &view.fields, seal.chain_hash.as_str())
-        .map_err(|e| Step::Fatal(db(&e)))?;
     tracker.apply(&view, &seal.chain_hash, pending);
-    Ok(seal.receipt(&entry.chain_id, payload.record_id))
+    let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
+    statements
+        .push(
+            Family::Evidence,
+            PendingRow {
+                append: OwnedAppend::Evidence(entry),
+                payload,
+                seal,
+            },
+        )
+        .map_err(|e| Step::Fatal(db(&e)))?;
+    Ok(receipt)
 }
 
 fn append_journal(
     statements: &mut Statements<'_>,
     trackers: &mut HashMap<ChainId, ChainTracker>,
-    entry: &JournalAppend,
+    entry: JournalAppend,
     prepared: Result<Prepared, EvidenceError>,
     fresh: bool,
 ) -> Result<AppendReceipt, Step> {
@@ -1644,11 +1842,19 @@ fn append_journal(
     tracker
         .check_sealed_journal(&fields)
         .map_err(|f| Step::Refused(store::refused(&f)))?;
-    statements
-        .insert(Family::Journal, &fields, seal.chain_hash.as_str())
-        .map_err(|e| Step::Fatal(db(&e)))?;
     tracker.accept_sealed_journal(&fields, &seal.chain_hash);
-    Ok(seal.receipt(&entry.chain_id, payload.record_id))
+    let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
+    statements
+        .push(
+            Family::Journal,
+            PendingRow {
+                append: OwnedAppend::Journal(entry),
+                payload,
+                seal,
+            },
+        )
+        .map_err(|e| Step::Fatal(db(&e)))?;
+    Ok(receipt)
 }
 
 /// Writes the durable indexes an `operation_started` record carries (in its transaction),

@@ -14,6 +14,9 @@
 #[path = "evidence/support.rs"]
 mod support;
 
+#[path = "../benches/support/workload.rs"]
+mod workload;
+
 #[path = "evidence/records.rs"]
 mod records;
 

@@ -889,6 +889,7 @@ impl ActionExecutor {
             request_id: request.request_id().clone(),
             profile: self.profile,
             call_executed: executed,
+            evidence: Vec::new(),
             degradations: Vec::new(),
         }
     }
@@ -898,6 +899,7 @@ impl ActionExecutor {
             request_id: request.request_id().clone(),
             profile: self.profile,
             call_executed: executed,
+            evidence: Vec::new(),
             degradations: Vec::new(),
         }
     }
@@ -1510,6 +1512,7 @@ impl ActionExecutor {
                     request_id: request.request_id().clone(),
                     profile: self.profile,
                     message,
+                    evidence: Vec::new(),
                     degradations: Vec::new(),
                 });
             }

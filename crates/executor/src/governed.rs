@@ -296,6 +296,10 @@ pub(crate) enum Phase {
     /// No operation (not governed, not started yet, or a replay).
     #[default]
     Idle,
+    /// Started on the chain, but the `operation_started` append was not acknowledged
+    /// ([`GovernanceError::StartedUnacknowledged`]): no handle, so nothing can gate or invoke;
+    /// the closing step takes the recorder's one closing handle for it.
+    Unacknowledged(GovernedRecorder),
     /// Started; gates being recorded.
     Open(OperationHandle),
     /// The reducer allowed: the pre-call checkpoint is complete.
@@ -394,6 +398,19 @@ impl GovRun<'_> {
             Ok(Started::Replay(replay)) => {
                 st.replay_of = Some(replay.operation.clone());
                 StartAnswer::Replay(Box::new(replay))
+            }
+            Err(GovernanceError::StartedUnacknowledged { started, source }) => {
+                // The operation started on the chain, but its start was not acknowledged: a
+                // failed pre-call append, so the callable is unreachable; the closing step
+                // gives the started operation its one terminal record.
+                st.push(RecordType::PolicyBound, started.policy_bound.clone());
+                st.push(RecordType::OperationStarted, started.started.clone());
+                st.operation_id = Some(operation_id);
+                st.phase = Phase::Unacknowledged(self.governance.recorder.clone());
+                let e = GovernanceError::StartedUnacknowledged { started, source };
+                let reason = evidence_reason(&e);
+                st.fail(e);
+                StartAnswer::Refused(reason)
             }
             Err(e) => {
                 let reason = match &e {
@@ -582,6 +599,10 @@ pub(crate) async fn close(
             st.phase = Phase::Closed;
             outcome
         }
+        Phase::Unacknowledged(recorder) => {
+            close_unacknowledged(st, &recorder, &outcome, deadline).await;
+            outcome
+        }
         Phase::Open(handle) => close_open(st, handle, outcome, deadline).await,
         Phase::Permitted(permit) => {
             let kind = before_call_kind(&outcome, deadline);
@@ -650,6 +671,62 @@ pub(crate) async fn close(
         outcome,
         st.receipts.iter().map(RecordedReceipt::evidence_ref),
     )
+}
+
+/// Closes an operation whose start was not acknowledged: nothing ran, so its terminal is the
+/// request's own (`operation_cancelled` / `operation_timed_out` when the race ended it first),
+/// else `operation_denied` with the denial's reason (`evidence`). When that append fails too,
+/// the operation stays open for start-up recovery (which closes it as `operation_cancelled`).
+async fn close_unacknowledged(
+    st: &mut OpState,
+    recorder: &GovernedRecorder,
+    outcome: &ExecutionOutcome,
+    deadline: Option<Timestamp>,
+) {
+    let Some(handle) = st
+        .operation_id
+        .as_ref()
+        .and_then(|op| recorder.take_unacknowledged(op))
+    else {
+        st.phase = Phase::Lost;
+        return;
+    };
+    let (record_type, result) = match outcome {
+        ExecutionOutcome::Cancelled { .. } | ExecutionOutcome::TimedOut { .. } => {
+            let kind = before_call_kind(outcome, deadline);
+            (terminal_type(&kind), handle.close_before_call(kind).await)
+        }
+        other => {
+            let denial = match other {
+                ExecutionOutcome::Denied {
+                    reason,
+                    evaluator,
+                    stop,
+                    ..
+                } => Denial {
+                    reason_code: reason.code,
+                    evaluator: evaluator.clone(),
+                    stop: *stop,
+                },
+                _ => Denial {
+                    reason_code: ReasonCode::Evidence,
+                    evaluator: "evidence".into(),
+                    stop: false,
+                },
+            };
+            (RecordType::OperationDenied, handle.deny(denial).await)
+        }
+    };
+    match result {
+        Ok(r) => {
+            st.push(record_type, r);
+            st.phase = Phase::Closed;
+        }
+        Err(e) => {
+            st.fail(e);
+            st.phase = Phase::Lost;
+        }
+    }
 }
 
 async fn close_open(
@@ -815,11 +892,11 @@ pub(crate) fn attach(
         ExecutionOutcome::Succeeded { evidence, .. }
         | ExecutionOutcome::Denied { evidence, .. }
         | ExecutionOutcome::Escalated { evidence, .. }
-        | ExecutionOutcome::Failed { evidence, .. } => evidence.extend(refs),
-        ExecutionOutcome::Deferred { .. }
-        | ExecutionOutcome::Cancelled { .. }
-        | ExecutionOutcome::TimedOut { .. }
-        | ExecutionOutcome::Ambiguous { .. } => {}
+        | ExecutionOutcome::Failed { evidence, .. }
+        | ExecutionOutcome::Cancelled { evidence, .. }
+        | ExecutionOutcome::TimedOut { evidence, .. }
+        | ExecutionOutcome::Ambiguous { evidence, .. } => evidence.extend(refs),
+        ExecutionOutcome::Deferred { .. } => {}
     }
     outcome
 }
@@ -881,12 +958,14 @@ pub(crate) fn replay_outcome(
             request_id: request_id.clone(),
             profile,
             call_executed: replay.call_executed.unwrap_or(true),
+            evidence,
             degradations: Vec::new(),
         },
         RecordType::OperationTimedOut => ExecutionOutcome::TimedOut {
             request_id: request_id.clone(),
             profile,
             call_executed: replay.call_executed.unwrap_or(true),
+            evidence,
             degradations: Vec::new(),
         },
         RecordType::OperationDenied => ExecutionOutcome::Denied {
@@ -912,6 +991,7 @@ pub(crate) fn replay_outcome(
             message: format!(
                 "idempotency key already used by operation {op}, whose result is unknown; it is not run again"
             ),
+            evidence,
             degradations: Vec::new(),
         },
     }

@@ -101,3 +101,58 @@ pub(crate) fn waiting(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) 
         }
     });
 }
+
+/// A short chain whose strings need every kind of escaping (quotes, backslashes, control
+/// characters in the policy fields, non-ASCII and astral characters), with its keys given out of
+/// order: sealing must write exactly the canonical JSON of the record.
+pub(crate) fn escaping_appends() -> Vec<EvidenceAppend> {
+    let chain = "esc\"ape\\é😀";
+    let chain_id = ChainId::new(chain).unwrap();
+    let snapshot = "{\"id\":\"q\\\"\",\"t\":\"\u{1}\u{1f}\u{7f}é\"}";
+    let digest = Digest::of_bytes(snapshot.as_bytes());
+    let args = Digest::of_bytes(b"arguments");
+    let op = OperationId::new("op\"1\\😀").unwrap();
+    let payloads = [
+        (
+            RecordType::PolicyBound,
+            None,
+            json!({"task_boundary_id": "t\"\\ é😀\u{e000}\u{10000}", "policy_digest": digest, "snapshot_json": snapshot}),
+        ),
+        (
+            RecordType::OperationStarted,
+            Some(op.clone()),
+            json!({"request_id": "req\"1", "attempt": 4_294_967_295u64, "action": "bash \"x\" \\ é",
+                   "request_digest": args, "arguments_digest": args,
+                   "principal": {"id": "al\"ice", "kind": "user"},
+                   "scope": {"kind": "ephemeral", "scope_id": "s\\1"}, "backend": "in_process",
+                   "policy_digest": digest, "profile": "governed"}),
+        ),
+        (
+            RecordType::GateEvaluated,
+            Some(op.clone()),
+            json!({"gate": "pol\"icy", "stage": "authorize", "level": "soft", "verdict": "deny",
+                   "reason_code": "policy_rule", "rule": "bash(echo \"\\é😀\u{e000}\":*)", "source": "pro\\ject",
+                   "arguments_digest": args}),
+        ),
+        (
+            RecordType::CallableCompleted,
+            Some(op),
+            json!({"result_digest": args, "duration_ms": 0, "degraded": true, "advisory_denials": 9_007_199_254_740_991u64}),
+        ),
+    ];
+    payloads
+        .into_iter()
+        .enumerate()
+        .map(|(seq, (t, operation_id, payload))| EvidenceAppend {
+            chain_id: chain_id.clone(),
+            record_type: t,
+            operation_id,
+            expected_sequence: seq as u64,
+            policy_id: "p\u{1}\"\\\u{1f}é".into(),
+            policy_version: "v\n\t😀\u{7f}".into(),
+            payload,
+            supersedes_record_id: None,
+            created_at: Timestamp(1 << 52),
+        })
+        .collect()
+}

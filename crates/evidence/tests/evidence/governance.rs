@@ -94,18 +94,21 @@ fn outcome(status: &str) -> ExecutionOutcome {
             request_id: req,
             profile: p,
             call_executed: true,
+            evidence: vec![],
         },
         "timed_out" => ExecutionOutcome::TimedOut {
             degradations: vec![],
             request_id: req,
             profile: p,
             call_executed: true,
+            evidence: vec![],
         },
         "ambiguous" => ExecutionOutcome::Ambiguous {
             degradations: vec![],
             request_id: req,
             profile: p,
             message: "lost".into(),
+            evidence: vec![],
         },
         "deferred" => ExecutionOutcome::Deferred {
             request_id: req,

@@ -186,6 +186,86 @@ fn only_warden_stores_of_a_known_schema_version_open() {
     ));
 }
 
+/// A store of schema version 1 (this one's schema plus the `records_operation` index version 2
+/// dropped) is read as it is, and migrated in place by a writable open: no record changes.
+#[test]
+fn a_version_1_store_is_read_and_migrated_without_changing_a_record() {
+    let (_d, path) = closed_store("v1");
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(
+        "CREATE INDEX records_operation ON records (chain_id, operation_id); PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(c);
+    let chain = ChainId::new("v1").unwrap();
+    let index_count = |path: &Path| -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'records_operation'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let version = |path: &Path| -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    // Read-only: read and verified as version 1, and left as it was.
+    let bytes = file_bytes(&path);
+    let reader = SqliteReader::open(&path).unwrap();
+    let before = reader.read(&chain, None, usize::MAX).unwrap();
+    let head = head_of(before.last().unwrap());
+    assert!(
+        reader
+            .verify(&chain, &Expected::Head(head.clone()))
+            .unwrap()
+            .result
+            .valid
+    );
+    drop(reader);
+    assert_eq!(file_bytes(&path), bytes);
+    assert_eq!((version(&path), index_count(&path)), (1, 1));
+    // A writable open migrates: the index is gone, the version is the current one, every record
+    // (and so every chain hash) is byte-identical, and appends go on.
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    assert_eq!(store.read_sync(&chain, None, usize::MAX).unwrap(), before);
+    block_on(standard_chain(store.clone(), "v2"));
+    drop(store);
+    assert_eq!((version(&path), index_count(&path)), (SCHEMA_VERSION, 0));
+    let reader = SqliteReader::open(&path).unwrap();
+    assert_eq!(reader.read(&chain, None, usize::MAX).unwrap(), before);
+    for c in reader.chain_ids().unwrap() {
+        assert!(
+            reader.verify(&c, &Expected::Nothing).unwrap().result.valid,
+            "{c}"
+        );
+    }
+    assert!(
+        reader
+            .verify(&chain, &Expected::Head(head))
+            .unwrap()
+            .result
+            .valid
+    );
+    // Below the oldest version this build reads: refused, by readers and writers alike.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 0;")
+        .unwrap();
+    assert!(matches!(
+        SqliteReader::open(&path),
+        Err(Error::UnknownSchemaVersion { found: 0, .. })
+    ));
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(Error::UnknownSchemaVersion { found: 0, .. })
+    ));
+}
+
 fn append(chain: &str, seq: u64) -> EvidenceAppend {
     let s = snapshot();
     if seq == 0 {

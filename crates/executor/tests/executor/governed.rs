@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use warden_evidence::payload::{CloseDisposition, GateLevel};
 use warden_evidence::{
-    Certificate, Expected, Grade, SqliteReader, SqliteStore, certify_records, head_of,
+    Certificate, Denial, Expected, GateEvaluation, GovernedStore, Grade, OperationStart,
+    SqliteReader, SqliteStore, Started, TerminalKind, certify_records, head_of,
 };
 
 use super::*;
@@ -141,6 +142,68 @@ fn close_and_certify(fx: Fixture, gov: &Gov, store: Arc<SqliteStore>, chain: &st
     let records = reader.read(&chain, None, usize::MAX).unwrap();
     let head = head_of(records.last().unwrap());
     certify_records(&chain, &records, &head, Timestamp(1)).unwrap()
+}
+
+/// `r` names a stored record with that chain hash, and the chain verifies with that record as
+/// the expected head (so the reference proves its record against the store).
+fn assert_verifies(store: &SqliteStore, r: &EvidenceRef) {
+    let record = records(store, r.chain_id.as_str())
+        .into_iter()
+        .find(|x| x.record_id == r.record_id)
+        .unwrap_or_else(|| panic!("{} is not in the store", r.record_id));
+    assert_eq!(record.chain_hash, r.chain_hash, "{}", r.record_id);
+    let head = |chain_hash| {
+        Expected::Head(ChainHead {
+            chain_id: r.chain_id.clone(),
+            sequence: record.sequence,
+            chain_hash,
+        })
+    };
+    let rt = rt();
+    let report = rt
+        .block_on(store.verify_report(&r.chain_id, &head(r.chain_hash.clone())))
+        .unwrap();
+    assert!(report.result.valid, "{}: {:?}", r.record_id, report.failure);
+    // A reference with another hash does not verify.
+    let forged = Digest::of_bytes(b"forged");
+    let report = rt
+        .block_on(store.verify_report(&r.chain_id, &head(forged)))
+        .unwrap();
+    assert!(!report.result.valid, "{}", r.record_id);
+}
+
+/// The outcome carries exactly the request's receipts, its operation's one terminal record
+/// last, and each verifies against the store.
+fn assert_carries_terminal(
+    store: &SqliteStore,
+    report: &ExecutionReport,
+    terminal: &EvidenceRecord,
+) {
+    let carried = report.outcome.evidence();
+    assert_eq!(
+        carried,
+        report.evidence().as_slice(),
+        "{:?}",
+        report.outcome
+    );
+    let last = carried
+        .last()
+        .unwrap_or_else(|| panic!("no evidence: {:?}", report.outcome));
+    assert_eq!(
+        (&last.record_id, &last.chain_hash),
+        (&terminal.record_id, &terminal.chain_hash),
+        "{:?}",
+        report.outcome
+    );
+    let terminals: Vec<_> = report
+        .receipts
+        .iter()
+        .filter(|r| r.record_type.is_terminal())
+        .collect();
+    assert_eq!(terminals.len(), 1, "{:?}", report.receipts);
+    for r in carried {
+        assert_verifies(store, r);
+    }
 }
 
 fn run(fx: &Fixture, req: ExecutionRequest) -> ExecutionReport {
@@ -526,6 +589,9 @@ fn gate_13_every_lifecycle_case_closes_its_operation_with_exactly_one_terminal()
             Some(*want),
             "{name}: the report ends with the terminal"
         );
+        // Every outcome, cancelled, timed out and ambiguous included, carries the receipt of
+        // its one terminal record, and it verifies against the store.
+        assert_carries_terminal(&store, report, terminal);
         let p = payload(terminal);
         match *name {
             "failed" | "panicked" | "cancelled" | "timed_out" => {
@@ -1087,6 +1153,8 @@ fn concurrent_governed_calls_with_cancellations_and_deadlines_each_close_exactly
         assert!(r.evidence_error.is_none(), "{:?}", r.evidence_error);
         if let Some(op) = &r.operation_id {
             let t = terminal_of(&all, op);
+            let last = r.outcome.evidence().last().map(|e| &e.record_id);
+            assert_eq!(last, Some(&t.record_id), "{:?}", r.outcome);
             let want = warden_evidence::terminal_for_outcome(&r.outcome).unwrap();
             assert_eq!(t.record_type, want, "{:?}", r.outcome);
             if let Some(executed) = r.outcome.call_executed()
@@ -1105,4 +1173,566 @@ fn concurrent_governed_calls_with_cancellations_and_deadlines_each_close_exactly
         cert.gate_summary.operations,
         outcomes.iter().filter(|r| r.operation_id.is_some()).count() as u64
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancelled, timed out and ambiguous outcomes carry their evidence
+// ---------------------------------------------------------------------------------------------
+
+/// A security hook that takes its time (so a deadline or a cancellation lands before the call).
+struct Sluggish;
+#[async_trait]
+impl SecurityHook for Sluggish {
+    fn name(&self) -> &str {
+        "sluggish"
+    }
+    async fn check(&self, _: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(HookVerdict::Pass)
+    }
+}
+
+#[test]
+fn cancelled_timed_out_and_ambiguous_outcomes_carry_their_terminal_receipt_before_during_and_on_replay()
+ {
+    let gov = Gov::new();
+    let store = gov.store();
+    let tools = super::tools();
+    let fx = gov.executor(
+        &tools,
+        gov.open(&store, "carry", RuntimeProfile::Governed),
+        |b| {
+            b.handlers(
+                Handlers::new().security(Scope::Actions(vec!["null".into()]), Arc::new(Sluggish)),
+            )
+        },
+    );
+    let rt = rt();
+    let ctx = context();
+    // Long enough for the pre-call appends (each an fsync), well before the 2 s hook or the
+    // 5 s call ends.
+    let soon = || Timestamp(SystemClock.now().unix_millis() + 1_000);
+    let cancel_soon = || {
+        let cancel = CancelToken::new();
+        let c = cancel.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1_000)).await;
+            c.cancel();
+        });
+        cancel
+    };
+    // `null` is allowed by the hook only after 2 s: a 1 s deadline or cancellation ends it
+    // before its call; `slow` runs 5 s: they end it during the call.
+    #[derive(Clone, Copy)]
+    enum End {
+        Deadline,
+        Cancel,
+        Itself,
+    }
+    // (name, request, what ends it, status, terminal, call_executed)
+    type Case = (
+        &'static str,
+        ExecutionRequest,
+        End,
+        &'static str,
+        RecordType,
+        Option<bool>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "timed out before the call",
+            request("c-1", "null", json!({})),
+            End::Deadline,
+            "timed_out",
+            RecordType::OperationTimedOut,
+            Some(false),
+        ),
+        (
+            "cancelled before the call",
+            request("c-2", "null", json!({})),
+            End::Cancel,
+            "cancelled",
+            RecordType::OperationCancelled,
+            Some(false),
+        ),
+        (
+            "timed out during the call",
+            request("c-3", "slow", json!({}))
+                .with_idempotency_key("key-timed-out")
+                .unwrap(),
+            End::Deadline,
+            "timed_out",
+            RecordType::OperationTimedOut,
+            Some(true),
+        ),
+        (
+            "cancelled during the call",
+            request("c-4", "slow", json!({"n": 1}))
+                .with_idempotency_key("key-cancelled")
+                .unwrap(),
+            End::Cancel,
+            "cancelled",
+            RecordType::OperationCancelled,
+            Some(true),
+        ),
+        (
+            "ambiguous",
+            request("c-5", "ambiguous", json!({}))
+                .with_idempotency_key("key-ambiguous")
+                .unwrap(),
+            End::Itself,
+            "ambiguous",
+            RecordType::ExternalResultAmbiguous,
+            None,
+        ),
+    ];
+    let mut replays = Vec::new();
+    for (name, req, end, status, want, executed) in cases {
+        let (req, options) = match end {
+            End::Deadline => (req.with_deadline(soon()), ExecuteOptions::new()),
+            End::Cancel => (req, ExecuteOptions::new().cancel(cancel_soon())),
+            End::Itself => (req, ExecuteOptions::new()),
+        };
+        let key = req.idempotency_key().map(str::to_owned);
+        let action = req.action().name().to_owned();
+        let arguments = Value::Object(req.arguments().clone());
+        let report = rt.block_on(fx.executor.execute_reported(req, &ctx, options));
+        assert_eq!(
+            report.outcome.status(),
+            status,
+            "{name}: {:?}",
+            report.outcome
+        );
+        assert_eq!(report.outcome.call_executed(), executed, "{name}");
+        assert_eq!(report.outcome.profile(), RuntimeProfile::Governed, "{name}");
+        let op = report.operation_id.clone().unwrap();
+        let all = records(&store, "carry");
+        let terminal = terminal_of(&all, &op);
+        assert_eq!(terminal.record_type, want, "{name}");
+        assert_carries_terminal(&store, &report, terminal);
+        // The wire form names the references.
+        let json = serde_json::to_value(&report.outcome).unwrap();
+        assert_eq!(
+            json["evidence"].as_array().map(Vec::len),
+            Some(report.receipts.len()),
+            "{name}: {json}"
+        );
+        if let Some(key) = key {
+            replays.push((name, key, action, arguments, status, terminal.clone()));
+        }
+    }
+    // A repeated idempotency key answers with the same status, carrying the replayed
+    // operation's terminal record last; nothing runs again. In this process the executor
+    // answers with the outcome it returned; after a restart, from the record alone (which
+    // names just the terminal).
+    let slow_calls = tool(&tools, "slow").calls();
+    let replay = |fx: &Fixture, restarted: bool| {
+        for (i, (name, key, action, arguments, status, terminal)) in replays.iter().enumerate() {
+            let req = request(
+                &format!("c-replay-{restarted}-{i}"),
+                action,
+                arguments.clone(),
+            )
+            .with_idempotency_key(key)
+            .unwrap();
+            let report = run(fx, req);
+            assert!(report.replay_of.is_some(), "{name}: {:?}", report.outcome);
+            assert_eq!(report.outcome.status(), *status, "{name}");
+            let carried = report.outcome.evidence();
+            let last = carried.last().unwrap();
+            assert_eq!(last.record_id, terminal.record_id, "{name}");
+            if restarted {
+                assert_eq!(carried.len(), 1, "{name}: {:?}", report.outcome);
+            }
+            for r in carried {
+                assert_verifies(&store, r);
+            }
+        }
+    };
+    replay(&fx, false);
+    drop(fx);
+    let (governance, recovered) = rt
+        .block_on(Governance::resume(
+            store.clone(),
+            ChainId::new("carry").unwrap(),
+            RuntimeProfile::Governed,
+            Arc::new(warden_evidence::FixedClock::new(1_700_000_100_000)),
+        ))
+        .unwrap();
+    assert!(recovered.is_empty());
+    let fx = gov.executor(&tools, governance, |b| b);
+    replay(&fx, true);
+    assert_eq!(
+        tool(&tools, "slow").calls(),
+        slow_calls,
+        "replays never run"
+    );
+    assert_eq!(tool(&tools, "null").calls(), 0, "never reached");
+    let cert = close_and_certify(fx, &gov, store, "carry");
+    let t = cert.gate_summary.terminals;
+    assert_eq!((t.cancelled, t.timed_out, t.ambiguous), (2, 2, 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A started operation whose start was not acknowledged (ADR-0121: a failed pre-call append
+// makes the callable unreachable; every started operation has exactly one terminal record)
+// ---------------------------------------------------------------------------------------------
+
+/// What the wrapped store does to one append.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// Commit it, then report an error (the acknowledgement is lost).
+    AckLost,
+    /// Refuse it (nothing is stored).
+    Refuse,
+}
+
+/// A store that fails chosen appends (counted from 1 over the store's life).
+struct Faulty {
+    inner: Arc<SqliteStore>,
+    faults: Vec<(usize, Fault)>,
+    count: AtomicUsize,
+}
+
+impl Faulty {
+    fn new(inner: Arc<SqliteStore>, faults: Vec<(usize, Fault)>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            faults,
+            count: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl EvidenceStore for Faulty {
+    async fn append(&self, entry: EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        let fault = self.faults.iter().find(|(k, _)| *k == n).map(|(_, f)| *f);
+        match fault {
+            None => self.inner.append(entry).await,
+            Some(Fault::Refuse) => Err(EvidenceError::Unavailable {
+                message: format!("disk full at append {n}"),
+            }),
+            Some(Fault::AckLost) => {
+                self.inner.append(entry).await?;
+                Err(EvidenceError::Unavailable {
+                    message: format!("connection lost after append {n} committed"),
+                })
+            }
+        }
+    }
+    async fn read(
+        &self,
+        c: &ChainId,
+        a: Option<u64>,
+        l: usize,
+    ) -> Result<Vec<EvidenceRecord>, EvidenceError> {
+        self.inner.read(c, a, l).await
+    }
+    async fn head(&self, c: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
+        self.inner.head(c).await
+    }
+    async fn verify(
+        &self,
+        c: &ChainId,
+        h: Option<&ChainHead>,
+    ) -> Result<VerificationResult, EvidenceError> {
+        self.inner.verify(c, h).await
+    }
+}
+
+#[async_trait]
+impl GovernedStore for Faulty {
+    async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
+        self.inner.chains().await
+    }
+    async fn find_idempotency_key(
+        &self,
+        k: &Digest,
+    ) -> Result<Option<warden_evidence::OperationRef>, EvidenceError> {
+        self.inner.find_idempotency_key(k).await
+    }
+    async fn find_approval_use(
+        &self,
+        a: &ApprovalId,
+    ) -> Result<Option<warden_evidence::OperationRef>, EvidenceError> {
+        self.inner.find_approval_use(a).await
+    }
+    async fn verify_report(
+        &self,
+        c: &ChainId,
+        e: &Expected,
+    ) -> Result<warden_evidence::Report, EvidenceError> {
+        self.inner.verify_report(c, e).await
+    }
+}
+
+impl Gov {
+    /// A boundary opened on `store` (appends count from its genesis).
+    fn open_on(&self, store: Arc<dyn GovernedStore>, chain: &str) -> Governance {
+        rt().block_on(Governance::open(
+            store,
+            self.binding(chain, RuntimeProfile::Certifiable),
+            &self.bytes(),
+            Arc::new(warden_evidence::FixedClock::new(1_700_000_000_000)),
+        ))
+        .unwrap()
+    }
+}
+
+/// Checks a report for a request whose `operation_started` (append 3 of a fresh boundary) was
+/// stored but not acknowledged: denied for evidence, nothing ran, the started operation named.
+fn assert_unacknowledged(report: &ExecutionReport) -> OperationId {
+    let ExecutionOutcome::Denied {
+        reason, evaluator, ..
+    } = &report.outcome
+    else {
+        panic!("{:?}", report.outcome)
+    };
+    assert_eq!(reason.code, ReasonCode::Evidence, "{reason:?}");
+    assert_eq!(evaluator, "evidence");
+    assert_eq!(report.outcome.call_executed(), Some(false));
+    let error = report.evidence_error.as_ref().unwrap();
+    assert!(!error.call_executed(), "{error}");
+    let GovernanceError::StartedUnacknowledged { started, .. } = error else {
+        panic!("{error:?}")
+    };
+    let op = report.operation_id.clone().unwrap();
+    assert_eq!(started.operation_id, op);
+    assert_eq!(
+        report.receipts[..2]
+            .iter()
+            .map(|r| (r.record_type, r.receipt.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (RecordType::PolicyBound, started.policy_bound.clone()),
+            (RecordType::OperationStarted, started.started.clone()),
+        ]
+    );
+    op
+}
+
+#[test]
+fn an_unacknowledged_start_never_runs_the_callable_and_is_closed_by_the_executor() {
+    let gov = Gov::new();
+    let sqlite = gov.store();
+    // Appends: 1 genesis, 2 policy_bound, 3 operation_started (stored, acknowledgement lost).
+    let faulty = Faulty::new(sqlite.clone(), vec![(3, Fault::AckLost)]);
+    let tools = super::tools();
+    let fx = gov.executor(&tools, gov.open_on(faulty, "unack"), |b| b);
+    let req = request("u-1", "echo", json!({"x": 1}))
+        .with_idempotency_key("unack-key")
+        .unwrap();
+    let report = run(&fx, req.clone());
+    let op = assert_unacknowledged(&report);
+    assert_eq!(tool(&tools, "echo").calls(), 0, "the callable never ran");
+    // The executor closed the started operation with its one terminal: denied, no gate, by
+    // the evidence failure; the outcome carries it.
+    let all = records(&sqlite, "unack");
+    assert_eq!(
+        types(&of_op(&all, &op)),
+        [
+            RecordType::PolicyBound,
+            RecordType::OperationStarted,
+            RecordType::OperationDenied
+        ]
+    );
+    let terminal = terminal_of(&all, &op);
+    let p = payload(terminal);
+    assert_eq!(
+        (&p["evaluator"], &p["reason_code"], &p["gates_evaluated"]),
+        (&json!("evidence"), &json!("evidence"), &json!(0)),
+        "{p}"
+    );
+    assert_carries_terminal(&sqlite, &report, terminal);
+    let recorder = fx.executor.governance().unwrap().recorder().clone();
+    assert!(recorder.open_operations().is_empty());
+    assert!(
+        recorder.take_unacknowledged(&op).is_none(),
+        "already closed"
+    );
+    // The key is bound to the durable, denied operation: a retry answers from it and never runs.
+    let mut retry = request("u-2", "echo", json!({"x": 1}));
+    retry = retry.with_idempotency_key("unack-key").unwrap();
+    let replayed = run(&fx, retry);
+    assert_eq!(
+        replayed.outcome.status(),
+        "denied",
+        "{:?}",
+        replayed.outcome
+    );
+    assert_eq!(
+        replayed.replay_of.as_ref().map(|r| &r.operation_id),
+        Some(&op)
+    );
+    // The boundary goes on: the next call runs, and the task certifies (FULL: the operation
+    // was faithfully denied).
+    let ok = run(&fx, request("u-3", "echo", json!({"x": 2})));
+    assert!(ok.outcome.is_success(), "{:?}", ok.outcome);
+    assert_eq!(tool(&tools, "echo").calls(), 1);
+    let cert = close_and_certify(fx, &gov, sqlite, "unack");
+    assert_eq!(cert.grade, Grade::Full);
+    assert_eq!(cert.gate_summary.operations, 2);
+    assert_eq!(cert.gate_summary.terminals.denied, 1);
+    assert_eq!(cert.gate_summary.terminals.completed, 1);
+}
+
+#[test]
+fn an_unacknowledged_start_whose_close_fails_too_is_closed_by_recovery_and_certifies() {
+    let gov = Gov::new();
+    let sqlite = gov.store();
+    // 3: operation_started stored, acknowledgement lost; 4: the closing operation_denied is
+    // refused. The operation stays open, the boundary cannot close, and start-up recovery
+    // closes it.
+    let faulty = Faulty::new(
+        sqlite.clone(),
+        vec![(3, Fault::AckLost), (4, Fault::Refuse)],
+    );
+    let tools = super::tools();
+    let fx = gov.executor(&tools, gov.open_on(faulty, "unack-rec"), |b| b);
+    let report = run(&fx, request("v-1", "echo", json!({})));
+    let op = assert_unacknowledged(&report);
+    assert_eq!(tool(&tools, "echo").calls(), 0, "the callable never ran");
+    assert_eq!(
+        report.receipts.len(),
+        2,
+        "no terminal receipt: {:?}",
+        report.receipts
+    );
+    let recorder = fx.executor.governance().unwrap().recorder().clone();
+    assert_eq!(recorder.open_operations(), std::slice::from_ref(&op));
+    let refused = rt().block_on(recorder.close(CloseDisposition::Completed));
+    assert!(
+        matches!(&refused, Err(GovernanceError::OpenOperations { operations }) if operations == std::slice::from_ref(&op)),
+        "{refused:?}"
+    );
+    drop(recorder);
+    drop(fx);
+    // Restart on the real store: resume verifies the chain and recovery closes the operation
+    // (no gate was recorded, so no permit can have existed: cancelled, not executed).
+    let store: Arc<dyn GovernedStore> = sqlite.clone();
+    let (governance, recovered) = rt()
+        .block_on(Governance::resume(
+            store,
+            ChainId::new("unack-rec").unwrap(),
+            RuntimeProfile::Certifiable,
+            Arc::new(warden_evidence::FixedClock::new(1_700_000_100_000)),
+        ))
+        .unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].operation_id, op);
+    assert_eq!(recovered[0].terminal, RecordType::OperationCancelled);
+    let all = records(&sqlite, "unack-rec");
+    assert_eq!(payload(terminal_of(&all, &op))["call_executed"], false);
+    let fx = gov.executor(&tools, governance, |b| b);
+    let cert = close_and_certify(fx, &gov, sqlite, "unack-rec");
+    assert_eq!(cert.gate_summary.operations, 1);
+    assert_eq!(cert.gate_summary.terminals.cancelled, 1);
+    assert_eq!(tool(&tools, "echo").calls(), 0);
+}
+
+#[test]
+fn the_recorder_gives_one_closing_handle_for_an_unacknowledged_start_and_keeps_its_counts() {
+    let gov = Gov::new();
+    let sqlite = gov.store();
+    // Appends: 1 genesis; op-1: 2 policy_bound, 3 operation_started (stored, acknowledgement
+    // lost), 4 its closing denial; op-2: 5 policy_bound, 6 operation_started, 7 a gate and 8
+    // its terminal (both stored, acknowledgement lost).
+    let faulty = Faulty::new(
+        sqlite.clone(),
+        vec![
+            (3, Fault::AckLost),
+            (7, Fault::AckLost),
+            (8, Fault::AckLost),
+        ],
+    );
+    let governance = gov.open_on(faulty, "unack-api");
+    let recorder = governance.recorder().clone();
+    let start = |op: &str| {
+        let req = request(op, "echo", json!({}));
+        let mut start =
+            OperationStart::from_request(OperationId::new(op).unwrap(), &req, &context()).unwrap();
+        start.policy = Some(gov.snapshot.reference());
+        start
+    };
+    let rt = rt();
+    let err = rt
+        .block_on(recorder.start_operation(start("op-1")))
+        .unwrap_err();
+    let GovernanceError::StartedUnacknowledged { started, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(!err.call_executed());
+    assert_eq!(started.started.sequence, 2);
+    let op = OperationId::new("op-1").unwrap();
+    assert_eq!(recorder.open_operations(), std::slice::from_ref(&op));
+    // One handle; it cannot claim the call ran, and dropped or refused it stays takeable.
+    let handle = recorder.take_unacknowledged(&op).unwrap();
+    assert!(recorder.take_unacknowledged(&op).is_none(), "one handle");
+    let refused = rt.block_on(handle.close_before_call(TerminalKind::Completed {
+        result_digest: Digest::of_bytes(b"x"),
+    }));
+    assert!(
+        matches!(refused, Err(GovernanceError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert!(
+        recorder
+            .take_unacknowledged(&OperationId::new("op-other").unwrap())
+            .is_none()
+    );
+    let handle = recorder.take_unacknowledged(&op).unwrap();
+    let receipt = rt
+        .block_on(handle.deny(Denial {
+            reason_code: ReasonCode::Evidence,
+            evaluator: "evidence".into(),
+            stop: false,
+        }))
+        .unwrap();
+    assert_eq!(receipt.sequence, 3);
+    assert!(recorder.open_operations().is_empty());
+    // A gate and a terminal stored but not acknowledged still count: the recorder follows
+    // the chain (the terminal closes its operation, `task_closed` counts match).
+    let Started::New(mut h) = rt
+        .block_on(recorder.start_operation(start("op-2")))
+        .unwrap()
+    else {
+        panic!()
+    };
+    let gate = GateEvaluation {
+        gate: "policy".into(),
+        stage: Stage::Authorize,
+        level: GateLevel::Hard,
+        verdict: warden_evidence::payload::GateVerdict::Deny,
+        reason_code: ReasonCode::PolicyRule,
+        rule: None,
+        source: None,
+        arguments_digest: h.arguments_digest().clone(),
+        recheck: false,
+    };
+    assert!(rt.block_on(h.gate(gate)).is_err());
+    assert_eq!(
+        h.reduction(false).disposition,
+        Disposition::Deny,
+        "the stored gate counts"
+    );
+    assert!(rt.block_on(h.authorize(None)).is_err());
+    assert!(
+        recorder.open_operations().is_empty(),
+        "the stored terminal closed it"
+    );
+    rt.block_on(recorder.close(CloseDisposition::Completed))
+        .unwrap();
+    drop(rt);
+    let reader = SqliteReader::open(gov.path()).unwrap();
+    let chain = ChainId::new("unack-api").unwrap();
+    let records = reader.read(&chain, None, usize::MAX).unwrap();
+    certify_records(
+        &chain,
+        &records,
+        &head_of(records.last().unwrap()),
+        Timestamp(1),
+    )
+    .unwrap();
 }

@@ -388,3 +388,61 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
     );
     assert_eq!((c.before, effects(c.dir.path())), (0, 0), "{}", c.log);
 }
+
+#[test]
+fn a_pre_call_append_stored_but_unacknowledged_never_runs_the_call_and_the_run_closes_it() {
+    // `governed.after_append` failing (`error`): the record is stored, then its append fails.
+    // Appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate guard.tool, 5 gate policy.
+    for n in 1..=5 {
+        let c = case("governed.after_append", n, "error");
+        let first = c.log.lines().next().unwrap();
+        assert_eq!(c.before, 0, "append {n}: {}", c.log);
+        if n == 1 {
+            // The boundary's genesis is stored: the restart resumes it and the call runs once.
+            assert!(
+                first.starts_with("open failed call_executed=false"),
+                "{}",
+                c.log
+            );
+            assert_eq!(effects(c.dir.path()), 1, "{}", c.log);
+            continue;
+        }
+        assert!(
+            first.starts_with("denied call_executed=false")
+                && first.contains("evidence_error_call_executed=Some(false)"),
+            "append {n}: {}",
+            c.log
+        );
+        // The first run closed its operation itself (nothing was left for recovery) and then
+        // its boundary; the call never ran, before or after the restart.
+        assert!(c.recovered.is_empty(), "append {n}: {:?}", c.recovered);
+        assert_eq!(effects(c.dir.path()), 0, "append {n}: {}", c.log);
+        let reader = SqliteReader::open(c.dir.path().join("evidence.db")).unwrap();
+        let records = reader
+            .read(&ChainId::new(CHAIN).unwrap(), None, usize::MAX)
+            .unwrap();
+        let started: Vec<_> = records
+            .iter()
+            .filter(|r| r.record_type == RecordType::OperationStarted)
+            .collect();
+        if n == 2 {
+            // Only the operation's `policy_bound` was stored: it never started.
+            assert!(started.is_empty(), "append {n}");
+            continue;
+        }
+        // The started operation's one terminal: denied for the evidence failure.
+        assert_eq!(started.len(), 1, "append {n}");
+        let op = started[0].operation_id.as_ref().unwrap();
+        let terminals: Vec<_> = records
+            .iter()
+            .filter(|r| r.operation_id.as_ref() == Some(op) && r.record_type.is_terminal())
+            .collect();
+        assert_eq!(terminals.len(), 1, "append {n}");
+        assert_eq!(terminals[0].record_type, RecordType::OperationDenied);
+        let p: Value = serde_json::from_str(&terminals[0].payload_json).unwrap();
+        assert_eq!(p["reason_code"], "evidence", "append {n}: {p}");
+        // The restart's request (same idempotency key) answered from that record.
+        let restarted = c.log.lines().last().unwrap_or_default();
+        assert!(restarted.contains("replay=true"), "append {n}: {}", c.log);
+    }
+}
