@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use serde_json::Value;
-use warden_policy::{Call, PolicySnapshot, Verdict, edge};
+use warden_policy::{
+    Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, Verdict, edge,
+};
 
 use crate::error::CliError;
 use crate::{CheckArgs, ExplainArgs, OutputFormat, load};
@@ -23,6 +25,21 @@ struct CheckLine<'a> {
     reason: &'a str,
     subjects: Vec<SubjectLine<'a>>,
     policy_digest: &'a str,
+    /// With `--scope`: how the scope chain decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<ScopeLine<'a>>,
+}
+
+/// How a scope chain decided (`warden check --scope`).
+#[derive(Serialize)]
+struct ScopeLine<'a> {
+    /// The scope the call was made in.
+    caller: &'a str,
+    /// The scope whose policy decided.
+    decided_by: &'a str,
+    stage: ScopeStage,
+    authorities: &'a [ScopeAuthority],
+    scope_digest: &'a str,
 }
 
 #[derive(Serialize)]
@@ -108,6 +125,24 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
             ));
         }
     };
+    if let Some(name) = &a.scope {
+        let scope = load::scope(&a.policy.policies, name)?;
+        let chain = scope.chain();
+        // Every scope shares the path environment: the root's policy resolves the paths.
+        if let Some(root) = chain.first().and_then(|s| s.policy()) {
+            for call in &mut calls {
+                edge::resolve_call_paths(root, call);
+            }
+        }
+        for call in &calls {
+            let sv = scope.decide(call);
+            match a.format {
+                OutputFormat::Json => write_json(out, &sv.verdict, Some(&sv))?,
+                OutputFormat::Text => write_text(out, call, &sv.verdict, &sv.reason)?,
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let snapshot = load::snapshot(&a.policy.policies)?;
     for call in &mut calls {
         edge::resolve_call_paths(&snapshot, call);
@@ -115,19 +150,25 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
     for call in &calls {
         let verdict = snapshot.decide(call);
         match a.format {
-            OutputFormat::Json => write_json(out, &verdict)?,
-            OutputFormat::Text => write_text(out, call, &verdict)?,
+            OutputFormat::Json => write_json(out, &verdict, None)?,
+            OutputFormat::Text => write_text(out, call, &verdict, &verdict.reason)?,
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_json(out: &mut impl Write, v: &Verdict) -> Result<(), CliError> {
+/// One JSON line; with `--scope`, the reason is the scope verdict's (it names the deciding
+/// scope) and a `scope` object says how the chain decided.
+fn write_json(
+    out: &mut impl Write,
+    v: &Verdict,
+    scope: Option<&ScopeVerdict>,
+) -> Result<(), CliError> {
     let line = CheckLine {
         decision: v.decision.as_str(),
         rule: v.rule.as_deref(),
         source: v.source.as_deref(),
-        reason: &v.reason,
+        reason: scope.map_or(&v.reason, |s| &s.reason),
         subjects: v
             .subjects
             .iter()
@@ -139,19 +180,31 @@ fn write_json(out: &mut impl Write, v: &Verdict) -> Result<(), CliError> {
             })
             .collect(),
         policy_digest: v.policy_digest.as_str(),
+        scope: scope.map(|s| ScopeLine {
+            caller: &s.caller,
+            decided_by: &s.scope,
+            stage: s.stage,
+            authorities: &s.authorities,
+            scope_digest: s.scope_digest.as_str(),
+        }),
     };
     serde_json::to_writer(&mut *out, &line).map_err(|e| CliError::Io(e.into()))?;
     out.write_all(b"\n")?;
     Ok(())
 }
 
-fn write_text(out: &mut impl Write, call: &Call, v: &Verdict) -> Result<(), CliError> {
+fn write_text(
+    out: &mut impl Write,
+    call: &Call,
+    v: &Verdict,
+    reason: &str,
+) -> Result<(), CliError> {
     let cited = match (&v.rule, &v.source) {
         (Some(r), Some(s)) => format!(" {r} [{s}]"),
         (Some(r), None) => format!(" {r}"),
         _ => String::new(),
     };
-    writeln!(out, "{}: {}{cited}: {}", call.tool, v.decision, v.reason)?;
+    writeln!(out, "{}: {}{cited}: {reason}", call.tool, v.decision)?;
     Ok(())
 }
 

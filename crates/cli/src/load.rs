@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use warden_policy::{LoadedPolicy, PathEnv, PolicySnapshot};
+use std::sync::Arc;
+
+use warden_policy::{LoadedPolicy, PathEnv, PolicySnapshot, Scope, ScopeSet};
 
 use crate::error::CliError;
 
@@ -33,9 +35,29 @@ pub(crate) fn path_env(policies: &[PathBuf]) -> Result<PathEnv, CliError> {
 /// Reads, merges and compiles the policy files.
 pub(crate) fn snapshot(policies: &[PathBuf]) -> Result<PolicySnapshot, CliError> {
     let env = path_env(policies)?;
-    let loaded = policies
+    Ok(PolicySnapshot::from_files(&read(policies)?, env)?)
+}
+
+/// Reads the policy files and composes them as scopes; the scope `name` (the root's id names
+/// the root).
+pub(crate) fn scope(policies: &[PathBuf], name: &str) -> Result<Arc<Scope>, CliError> {
+    let env = path_env(policies)?;
+    let set = ScopeSet::from_files(&read(policies)?, env)?;
+    if let Some(scope) = set.get(name) {
+        return Ok(scope.clone());
+    }
+    let known: Vec<&str> = std::iter::once(set.root().name())
+        .chain(set.children().map(|s| s.name()))
+        .collect();
+    Err(CliError::Input(format!(
+        "--scope {name}: no such scope (the scopes are: {})",
+        known.join(", ")
+    )))
+}
+
+fn read(policies: &[PathBuf]) -> Result<Vec<LoadedPolicy>, CliError> {
+    Ok(policies
         .iter()
         .map(|p| LoadedPolicy::read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(PolicySnapshot::from_files(&loaded, env)?)
+        .collect::<Result<Vec<_>, _>>()?)
 }

@@ -107,6 +107,10 @@ struct CheckArgs {
     /// The working directory relative paths in arguments resolve against (default: current).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
+    /// Decide as subagent scope NAME would: the --policy files are composed as scopes (a file
+    /// with a `[scope]` table is a subagent's policy, the others merge into the root's).
+    #[arg(long, value_name = "NAME")]
+    scope: Option<String>,
 }
 
 #[derive(Debug, Args)]

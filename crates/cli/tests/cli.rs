@@ -25,6 +25,8 @@ mod guard;
 mod hook;
 #[path = "support/replay.rs"]
 mod replay;
+#[path = "support/scope.rs"]
+mod scope;
 #[path = "support/shell.rs"]
 mod shell;
 

@@ -83,7 +83,9 @@ pub use permission::{
 pub use preset::{Preset, ToolClass};
 pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
-pub use scope::{ChildPolicy, Scope, ScopeDecl, ScopeError, ScopeSet, ScopeStage, ScopeVerdict};
+pub use scope::{
+    ChildPolicy, Scope, ScopeAuthority, ScopeDecl, ScopeError, ScopeSet, ScopeStage, ScopeVerdict,
+};
 pub use wildcard::Wildcard;
 
 /// The JSON Schema of the policy file (`docs/schemas/PolicyFile.schema.json`).

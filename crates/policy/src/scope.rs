@@ -748,7 +748,7 @@ pub(crate) fn refuse_scoped_file(policy: &LoadedPolicy) -> Result<(), PolicyErro
         Some(decl) => Err(PolicyError::Syntax {
             at: scope_at(policy),
             message: format!(
-                "`[scope]` makes this the policy of the subagent scope `{}`: it is composed with its parent's by scope (warden_policy::ScopeSet), never merged as a plain policy file",
+                "`[scope]` makes this the policy of the subagent scope `{}`: it is composed with its parent's by scope (warden_policy::ScopeSet, `warden check --scope`), never merged as a plain policy file",
                 decl.name
             ),
         }),
