@@ -2,7 +2,6 @@
 //! patterns anchored at `$CLAUDE_PROJECT_DIR` when set, else the first policy file's folder.
 
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
 
 use warden_policy::{LoadedPolicy, PathEnv, PolicySnapshot, Scope, ScopeSet};
