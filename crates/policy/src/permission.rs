@@ -515,6 +515,40 @@ pub async fn decide_with_permissions_async(
     Ok(run.finish())
 }
 
+/// The verdict of the deny permissions alone, when one denies `call`: how a scope's ancestors
+/// are asked (for their denials only, [`crate::Scope::decide_with_permissions`]). `permissions`
+/// must be the set the snapshot declares, and sync only.
+pub(crate) fn deny_permissions_verdict(
+    snapshot: &PolicySnapshot,
+    permissions: &PermissionSet,
+    call: &Call,
+) -> Result<Option<PermissionVerdict>, DecideError> {
+    permissions.matches(snapshot)?;
+    let run = Run::new(snapshot, call);
+    for e in permissions
+        .entries
+        .iter()
+        .filter(|e| e.info.kind == PermissionKind::Deny)
+    {
+        if !run.asks(e.info.kind) {
+            break;
+        }
+        let result = match &e.check {
+            Check::Sync(p) => p.check(call),
+            Check::Async(_) => {
+                return Err(DecideError::AsyncInSync {
+                    permission: e.info.clone(),
+                });
+            }
+        };
+        // A deny permission answers only a denial (or nothing).
+        if let Some(done) = run.absorb(&e.info, result)? {
+            return Ok(Some(done));
+        }
+    }
+    Ok(None)
+}
+
 /// Where a subject stands before permissions run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {

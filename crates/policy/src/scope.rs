@@ -22,6 +22,10 @@
 //!    allow rules, ask rules and default, never the modes a run is in
 //!    ([`ScopeStage::AncestorMode`]).
 //!
+//! 5. With programmable permissions ([`Scope::decide_with_permissions`]), ancestors are asked
+//!    for their deny permissions too, after their deny rules, and each scope's own verdict runs
+//!    its permissions; plain [`Scope::decide`] denies any call in a chain that declares them.
+//!
 //! Scopes are composed from snapshots in code ([`Scope::root`], [`Scope::child`]), or declared
 //! in policy files with a `[scope]` table and composed by [`ScopeSet::from_files`].
 //!
@@ -64,6 +68,9 @@ use crate::engine::{Call, Prepared, SubjectVerdict, Verdict};
 use crate::error::{Location, PolicyError};
 use crate::file::{LoadedPolicy, PolicyFile};
 use crate::matcher::{PathEnv, Value};
+use crate::permission::{
+    DecideError, PermissionInfo, PermissionSet, PermissionVerdict, decide_with_permissions,
+};
 
 /// The format tag of a scope's canonical form; part of its digest.
 pub const SCOPE_FORMAT: &str = "warden.scope/1";
@@ -213,6 +220,37 @@ pub struct ScopeVerdict {
     /// The digest of the calling scope's chain (every scope's name, policy digest and
     /// authority, up to the root).
     pub scope_digest: Digest,
+    /// The programmable permission that decided, if one did
+    /// ([`Scope::decide_with_permissions`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission: Option<PermissionInfo>,
+    /// The deciding permission denied with `stop`: the runtime stops the turn.
+    pub stop: bool,
+}
+
+/// What one scope's policy (and its permissions) said about a call.
+struct Said {
+    verdict: Verdict,
+    permission: Option<PermissionInfo>,
+    stop: bool,
+}
+
+impl Said {
+    fn rules(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            permission: None,
+            stop: false,
+        }
+    }
+
+    fn permission(v: PermissionVerdict) -> Self {
+        Self {
+            verdict: v.verdict,
+            permission: v.decided_by,
+            stop: v.stop,
+        }
+    }
 }
 
 impl ScopeVerdict {
@@ -322,37 +360,134 @@ impl Scope {
     }
 
     /// Decides a call made in this scope. Pure and deterministic, like
-    /// [`PolicySnapshot::decide`].
+    /// [`PolicySnapshot::decide`]. A call in a chain where any scope's policy declares
+    /// programmable permissions is denied here (as [`PolicySnapshot::decide`] denies): decide
+    /// with [`Scope::decide_with_permissions`].
     pub fn decide(&self, call: &Call) -> ScopeVerdict {
+        let decided = self.decide_by(
+            call,
+            // An ancestor whose policy declares permissions cannot be asked for its deny
+            // permissions here: it denies (fails closed), even below an expansion.
+            |_, p| {
+                Ok::<_, std::convert::Infallible>(if p.permissions().is_empty() {
+                    p.deny_rules_verdict(call).map(Said::rules)
+                } else {
+                    Some(Said::rules(p.decide(call)))
+                })
+            },
+            |_, p| Ok(Said::rules(p.decide(call))),
+        );
+        match decided {
+            Ok(v) => v,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Decides a call made in this scope with each scope's programmable permissions
+    /// (`permissions(name)`: the set the scope's policy declares; `None` for a scope that
+    /// declares none). Ancestors are asked for their denials only, deny rules then deny
+    /// permissions, outermost first; each scope's own verdict runs its permissions in their
+    /// place (design.md §4.2); the fold, the expansions and the modes are
+    /// [`Scope::decide`]'s. Sync permissions only.
+    ///
+    /// Errors: a scope's set is not the one its policy declares (or is missing), holds an
+    /// async permission, or a permission fails ([`DecideError`]): the runtime must not run
+    /// the call.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use warden_policy::*;
+    /// let lead_set = PermissionSet::new().register(
+    ///     PermissionInfo::new("no-deploy", "1", PermissionKind::Deny),
+    ///     |c: &Call| -> Result<Option<Answer>, PermissionError> {
+    ///         Ok((c.tool == "deploy").then(|| Answer::deny("no deploys from a subagent")))
+    ///     },
+    /// )?;
+    /// let lead = PolicySnapshot::builder()
+    ///     .default(Decision::Allow)
+    ///     .permissions(&lead_set)?
+    ///     .build()?;
+    /// let root = Scope::root("lead", Arc::new(lead))?;
+    /// let helper = root.child("helper", ChildPolicy::Inherit)?;
+    /// let sets = |name: &str| (name == "lead").then_some(&lead_set);
+    /// let deploy = Call::new("deploy", serde_json::json!({}));
+    /// let v = helper.decide_with_permissions(&deploy, sets)?;
+    /// assert_eq!((v.decision(), v.stage), (Decision::Deny, ScopeStage::AncestorDeny));
+    /// // Without the permissions, the chain fails closed.
+    /// assert_eq!(helper.decide(&Call::new("read", serde_json::json!({}))).decision(), Decision::Deny);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decide_with_permissions<'p>(
+        &self,
+        call: &Call,
+        permissions: impl Fn(&str) -> Option<&'p PermissionSet>,
+    ) -> Result<ScopeVerdict, DecideError> {
+        let empty = PermissionSet::new();
+        let set = |s: &Scope| permissions(&s.name).unwrap_or(&empty);
+        self.decide_by(
+            call,
+            |s, p| {
+                if let Some(v) = p.deny_rules_verdict(call) {
+                    return Ok(Some(Said::rules(v)));
+                }
+                Ok(
+                    crate::permission::deny_permissions_verdict(p, set(s), call)?
+                        .map(Said::permission),
+                )
+            },
+            |s, p| Ok(Said::permission(decide_with_permissions(p, set(s), call)?)),
+        )
+    }
+
+    /// The order of a scope decision, with how an ancestor's denials (`deny`) and a scope's
+    /// own verdict (`own_verdict`) are reached.
+    fn decide_by<E>(
+        &self,
+        call: &Call,
+        deny: impl Fn(&Scope, &PolicySnapshot) -> Result<Option<Said>, E>,
+        own_verdict: impl Fn(&Scope, &PolicySnapshot) -> Result<Said, E>,
+    ) -> Result<ScopeVerdict, E> {
         let chain = self.chain();
         let n = chain.len() - 1;
-        let verdict = |verdict: Verdict, at: usize, stage, authorities: Vec<ScopeAuthority>| {
+        let verdict = |said: Said, at: usize, stage, authorities: Vec<ScopeAuthority>| {
             let scope = chain[at].name.clone();
-            let reason = scope_reason(&verdict.reason, &scope, &self.name, stage, &authorities);
+            let reason = scope_reason(
+                &said.verdict.reason,
+                &scope,
+                &self.name,
+                stage,
+                &authorities,
+            );
             ScopeVerdict {
-                verdict,
+                verdict: said.verdict,
                 scope,
                 caller: self.name.clone(),
                 stage,
                 authorities,
                 reason,
                 scope_digest: self.digest.clone(),
+                permission: said.permission,
+                stop: said.stop,
             }
         };
         // 1. Every ancestor's deny rules, outermost first.
         for (i, s) in chain[..n].iter().enumerate() {
-            if let Some(v) = s.policy.as_ref().and_then(|p| p.deny_rules_verdict(call)) {
-                return verdict(v, i, ScopeStage::AncestorDeny, Vec::new());
+            if let Some(p) = &s.policy
+                && let Some(said) = deny(s, p)?
+            {
+                return Ok(verdict(said, i, ScopeStage::AncestorDeny, Vec::new()));
             }
         }
         // 2. Each scope's own verdict (the root always has a policy), then the fold down the
         // chain: a scope without a policy keeps its parent's verdict, an expanding scope
         // replaces it, any other takes the stricter (its own on a tie).
-        let own: Vec<(usize, Verdict)> = chain
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.policy.as_ref().map(|p| (i, p.decide(call))))
-            .collect();
+        let mut said: Vec<(usize, Said)> = Vec::new();
+        for (i, s) in chain.iter().enumerate() {
+            if let Some(p) = &s.policy {
+                said.push((i, own_verdict(s, p)?));
+            }
+        }
+        let own: Vec<(usize, &Verdict)> = said.iter().map(|(i, s)| (*i, &s.verdict)).collect();
         let fold = |ignore: Option<usize>| -> Option<usize> {
             let mut at: Option<usize> = None;
             for (k, (i, v)) in own.iter().enumerate() {
@@ -365,7 +500,8 @@ impl Scope {
         };
         let Some(at) = fold(None) else {
             // Never reached (a root has a policy); keeps this total without a panic.
-            return verdict(self.nearest.decide(call), n, ScopeStage::Own, Vec::new());
+            let said = own_verdict(self, &self.nearest)?;
+            return Ok(verdict(said, n, ScopeStage::Own, Vec::new()));
         };
         let (index, decided) = &own[at];
         // 3. Every ancestor's operating modes still cap the verdict: an expansion replaces a
@@ -396,7 +532,7 @@ impl Scope {
             })
             .collect();
         if let Some((i, capped)) = ceiling.filter(|(_, c)| c.decision > decided.decision) {
-            let mut v = decided.clone();
+            let mut v = (*decided).clone();
             v.decision = capped.decision;
             v.rule = None;
             v.source = None;
@@ -405,7 +541,12 @@ impl Scope {
             if let Some(p) = &chain[i].policy {
                 v.policy_digest = p.digest().clone();
             }
-            return verdict(v, i, ScopeStage::AncestorMode, authorities);
+            return Ok(verdict(
+                Said::rules(v),
+                i,
+                ScopeStage::AncestorMode,
+                authorities,
+            ));
         }
         let stage = if *index == n {
             ScopeStage::Own
@@ -414,7 +555,13 @@ impl Scope {
         } else {
             ScopeStage::Stricter
         };
-        verdict(decided.clone(), *index, stage, authorities)
+        let chosen = &said[at].1;
+        let chosen = Said {
+            verdict: chosen.verdict.clone(),
+            permission: chosen.permission.clone(),
+            stop: chosen.stop,
+        };
+        Ok(verdict(chosen, *index, stage, authorities))
     }
 }
 

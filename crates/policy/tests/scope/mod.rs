@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use warden_policy::permission::DecideError;
 use warden_policy::*;
 
 fn env() -> PathEnv {
@@ -421,6 +422,158 @@ fn scope_names_authorities_and_digests() {
         c.chain().iter().map(|s| s.name()).collect::<Vec<_>>(),
         ["main", "x"]
     );
+}
+
+// ------------------------------------------------------------------ programmable permissions
+
+/// A snapshot from TOML that declares `set`'s permissions.
+fn with_permissions(name: &str, toml: &str, set: &PermissionSet) -> Arc<PolicySnapshot> {
+    Arc::new(
+        PolicyBuilder::new()
+            .path_env(env())
+            .file(&loaded(name, toml))
+            .unwrap()
+            .permissions(set)
+            .unwrap()
+            .build()
+            .unwrap(),
+    )
+}
+
+/// A deny permission on `deploy` calls (with `stop`).
+fn no_deploy() -> PermissionSet {
+    PermissionSet::new()
+        .register(
+            PermissionInfo::new("no-deploy", "1", PermissionKind::Deny),
+            |c: &Call| -> Result<Option<Answer>, PermissionError> {
+                Ok((c.tool == "deploy").then(|| Answer::stop("never deploy from a subagent")))
+            },
+        )
+        .unwrap()
+}
+
+/// An allow permission on every call.
+fn yes() -> PermissionSet {
+    PermissionSet::new()
+        .register(
+            PermissionInfo::new("yes", "1", PermissionKind::Allow),
+            |_: &Call| -> Result<Option<Answer>, PermissionError> { Ok(Some(Answer::Allowed)) },
+        )
+        .unwrap()
+}
+
+#[test]
+fn an_ancestors_deny_permissions_bind_every_child_even_an_expanding_one() {
+    let lead_set = no_deploy();
+    let root = Scope::root(
+        "lead",
+        with_permissions("lead", "default = \"ask\"", &lead_set),
+    )
+    .unwrap();
+    let builder = root
+        .child(
+            "builder",
+            expand("builder", "default = \"allow\"", "platform"),
+        )
+        .unwrap();
+    let sets = |name: &str| (name == "lead").then_some(&lead_set);
+    let deploy = call("deploy", json!({"target": "prod"}));
+    let v = builder.decide_with_permissions(&deploy, sets).unwrap();
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "lead", ScopeStage::AncestorDeny)
+    );
+    assert_eq!(
+        v.permission.as_ref().map(|p| p.name.as_str()),
+        Some("no-deploy")
+    );
+    assert!(v.stop);
+    assert!(
+        v.reason.contains("never deploy from a subagent"),
+        "{}",
+        v.reason
+    );
+    // What the deny permission does not deny, the expansion decides.
+    let build = call("build", json!({}));
+    let v = builder.decide_with_permissions(&build, sets).unwrap();
+    assert_eq!((v.decision(), v.stage), (Decision::Allow, ScopeStage::Own));
+    assert_eq!((v.permission, v.stop), (None, false));
+    assert_eq!(v.authorities.len(), 1);
+    // Plain `decide` cannot ask the lead's permissions: it denies, even below the expansion.
+    let v = builder.decide(&build);
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Deny, "lead", ScopeStage::AncestorDeny)
+    );
+    assert!(v.reason.contains("decide_with_permissions"), "{}", v.reason);
+}
+
+#[test]
+fn a_childs_allow_permission_widens_its_parent_only_through_an_expansion() {
+    let child_set = yes();
+    let root = Scope::root("lead", policy("lead", "default = \"ask\"")).unwrap();
+    let sets = |name: &str| (name != "lead").then_some(&child_set);
+    let edit = call("edit", json!({"path": "/repo/a"}));
+    // Stricter-of: the child's permission allows, the lead asks.
+    let own = root
+        .child(
+            "drafter",
+            ChildPolicy::Own(with_permissions(
+                "drafter",
+                "default = \"deny\"",
+                &child_set,
+            )),
+        )
+        .unwrap();
+    let v = own.decide_with_permissions(&edit, sets).unwrap();
+    assert_eq!(
+        (v.decision(), &*v.scope, v.stage),
+        (Decision::Ask, "lead", ScopeStage::Stricter)
+    );
+    assert_eq!(v.permission, None);
+    // An expansion relies on its authority, and the verdict names the permission.
+    let expanding = root
+        .child(
+            "builder",
+            ChildPolicy::Expand {
+                policy: with_permissions("builder", "default = \"deny\"", &child_set),
+                authority: "platform".into(),
+            },
+        )
+        .unwrap();
+    let v = expanding.decide_with_permissions(&edit, sets).unwrap();
+    assert_eq!((v.decision(), v.stage), (Decision::Allow, ScopeStage::Own));
+    assert_eq!(v.permission.as_ref().map(|p| p.name.as_str()), Some("yes"));
+    assert_eq!(v.authorities.len(), 1);
+}
+
+#[test]
+fn a_missing_or_wrong_permission_set_is_an_error_not_a_verdict() {
+    let lead_set = no_deploy();
+    let root = Scope::root(
+        "lead",
+        with_permissions("lead", "default = \"allow\"", &lead_set),
+    )
+    .unwrap();
+    let child = root
+        .child("c", ChildPolicy::Own(policy("c", "default = \"allow\"")))
+        .unwrap();
+    let build = call("build", json!({}));
+    // The lead declares a permission and no set is given for it.
+    assert!(matches!(
+        child.decide_with_permissions(&build, |_: &str| None),
+        Err(DecideError::Undeclared { .. })
+    ));
+    let other = yes();
+    let err = child
+        .decide_with_permissions(&build, |n: &str| (n == "lead").then_some(&other))
+        .unwrap_err();
+    assert!(matches!(err, DecideError::Undeclared { .. }), "{err}");
+    // The right set for each scope decides.
+    let v = child
+        .decide_with_permissions(&build, |n: &str| (n == "lead").then_some(&lead_set))
+        .unwrap();
+    assert_eq!(v.decision(), Decision::Allow);
 }
 
 // ------------------------------------------------------------------ [scope] in files
