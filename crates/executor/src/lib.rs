@@ -33,6 +33,7 @@
 mod admission;
 mod approval;
 mod cancel;
+mod content;
 mod error;
 mod executor;
 mod governed;
@@ -47,6 +48,7 @@ mod unwind;
 pub use admission::{Clock, Limits, SystemClock};
 pub use approval::{CallbackResult, DenialBound, EscalationCallback, ReviewLoop};
 pub use cancel::CancelToken;
+pub use content::ContentGuard;
 pub use error::{ApprovalError, ExecutorError};
 pub use executor::{
     ActionExecutor, DEFAULT_APPROVAL_TTL_MS, ExecuteOptions, ExecutorBuilder, arguments_digest,

@@ -36,6 +36,13 @@ enum Behaviour {
     Panic,
     Ambiguous,
     Slow(u64),
+    /// Returns a GitHub token that was not in its arguments.
+    Leak,
+}
+
+/// A GitHub token, assembled so this file holds none.
+fn github_token() -> String {
+    format!("gh{}_{}", "p", "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5")
 }
 
 /// A test tool: counts invocations and the highest concurrency it saw.
@@ -113,6 +120,7 @@ impl Tool for TestTool {
             Behaviour::Ambiguous => Err(ToolError::Ambiguous {
                 message: "connection lost after send".into(),
             }),
+            Behaviour::Leak => Ok(json!({"stdout": format!("GITHUB_TOKEN={}\n", github_token())})),
             Behaviour::Slow(ms) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok(json!("slow done"))
@@ -123,7 +131,7 @@ impl Tool for TestTool {
 
 const POLICY: &str = r#"
 default = "deny"
-allow = ["echo", "null", "fail", "panic", "ambiguous", "slow", "strict", "bash(echo:*)", "bash(ls:*)"]
+allow = ["echo", "null", "fail", "panic", "ambiguous", "slow", "strict", "leak", "bash(echo:*)", "bash(ls:*)"]
 ask = ["deploy", "bash(git push:*)"]
 deny = ["bash(rm:*)"]
 "#;
@@ -230,6 +238,7 @@ fn tools() -> Vec<Arc<TestTool>> {
         TestTool::new("ambiguous", Behaviour::Ambiguous),
         TestTool::new("slow", Behaviour::Slow(5_000)),
         TestTool::new("deploy", Behaviour::Echo),
+        TestTool::new("leak", Behaviour::Leak),
         TestTool::with_schema(
             "bash",
             Behaviour::Echo,
@@ -1009,6 +1018,87 @@ fn error_and_post_handlers_follow_adr_0044() {
         "{o:?}"
     );
     assert_eq!(tool(&tools, "echo").calls(), 1);
+}
+
+#[test]
+fn the_policys_guards_redact_or_refuse_arguments_and_results() {
+    let rt = rt();
+    let token = github_token();
+    let guard = |secrets: &str| {
+        Arc::new(ContentGuard::of(&snapshot(&format!(
+            "default = \"allow\"\n[guards]\nsecrets = \"{secrets}\"\n"
+        ))))
+    };
+    let holds_token = |v: &Value| v.to_string().contains(&token);
+    // Redact: the tool sees redacted arguments (re-validated, re-authorized), the caller a
+    // redacted result.
+    let tools = self::tools();
+    let fx = build(&tools, |b| {
+        b.handlers(guard("redact").install(Handlers::new()))
+    });
+    let args = json!({"note": format!("Authorization: token {token}")});
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("g-1", "echo", args.clone()), &context()),
+    );
+    let ExecutionOutcome::Succeeded { result, .. } = &o else {
+        panic!("{o:?}")
+    };
+    let seen = tool(&tools, "echo").seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert!(!holds_token(&seen[0]) && seen[0] != args, "{}", seen[0]);
+    assert!(!holds_token(result), "{result}");
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("g-2", "leak", json!({})), &context()),
+    );
+    let ExecutionOutcome::Succeeded { result, .. } = &o else {
+        panic!("{o:?}")
+    };
+    assert!(
+        !holds_token(result) && result["stdout"].is_string(),
+        "{result}"
+    );
+    // Block: a call carrying a secret is denied before it runs; a result carrying one is
+    // withheld (a post-handler failure, the tool not invoked again).
+    let tools = self::tools();
+    let fx = build(&tools, |b| {
+        b.handlers(guard("block").install(Handlers::new()))
+    });
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("g-3", "echo", args), &context()),
+    );
+    assert_eq!(o.status(), "denied", "{o:?}");
+    assert!(
+        reason(&o).message.contains("a guard blocked this call"),
+        "{o:?}"
+    );
+    assert!(!format!("{o:?}").contains(&token));
+    assert_eq!(tool(&tools, "echo").calls(), 0);
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("g-4", "leak", json!({})), &context()),
+    );
+    let ExecutionOutcome::Failed { failure, .. } = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(failure.kind, "post_handler");
+    assert!(
+        failure.message.contains("a guard withheld the result"),
+        "{failure:?}"
+    );
+    assert!(!format!("{o:?}").contains(&token));
+    assert_eq!(tool(&tools, "leak").calls(), 1);
+    // No guards: nothing changes.
+    let tools = self::tools();
+    let none = Arc::new(ContentGuard::of(&snapshot("default = \"allow\"\n")));
+    let fx = build(&tools, |b| b.handlers(none.install(Handlers::new())));
+    let o = rt.block_on(
+        fx.executor
+            .execute(request("g-5", "leak", json!({})), &context()),
+    );
+    assert!(matches!(&o, ExecutionOutcome::Succeeded { result, .. } if holds_token(result)));
 }
 
 // ---------------------------------------------------------------------------------------------
