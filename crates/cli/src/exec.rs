@@ -51,8 +51,8 @@ use warden_contracts::{
 use warden_evidence::payload::CloseDisposition;
 use warden_evidence::{GovernedStore, SqliteStore, SystemClock, record_type_str};
 use warden_executor::{
-    ActionExecutor, ExecuteOptions, ExecutionReport, Governance, GovernanceBinding,
-    PolicySnapshotBytes, Registry, SnapshotPolicy, TaskBoundary,
+    ActionExecutor, ContentGuard, ExecuteOptions, ExecutionReport, Governance, GovernanceBinding,
+    Handlers, PolicySnapshotBytes, Registry, SnapshotPolicy, TaskBoundary,
 };
 use warden_policy::PolicySnapshot;
 use warden_sandbox::{InProcessBackend, Mechanism, ProbeOptions, SubprocessBackend};
@@ -239,6 +239,9 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             known.join(", ")
         )));
     }
+    // The policy's `[guards]` check every call's arguments and result.
+    let guards = (!snapshot.guards().is_empty())
+        .then(|| Arc::new(ContentGuard::of(&snapshot)).install(Handlers::new()));
     // The policy's `[containment]` applies to the tools that run processes.
     let mut builder = warden_tools::PROCESS_TOOLS.iter().fold(
         ActionExecutor::builder(registry)
@@ -248,6 +251,9 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             .backend(report.clone()),
         |b, name| b.policy_containment_for(*name, &containment),
     );
+    if let Some(handlers) = guards {
+        builder = builder.handlers(handlers);
+    }
     if let Some(ev) = &evidence {
         builder = builder.governance(ev.governance.clone());
     }

@@ -672,3 +672,60 @@ fn exec_probe_honesty_optional_containment_runs_and_records_the_degradation() {
     assert_eq!(v["degradations"][0]["capability"], "filesystem_write_roots");
     assert!(dir.path().join("ws/landlock-off").exists());
 }
+
+/// The policy's `[guards]` apply to `warden exec`: a secret in the arguments is redacted before
+/// the command runs (or refuses the call), and a secret in the result is redacted (or the
+/// result withheld). No output holds the secret.
+#[test]
+fn exec_applies_the_policys_guards_to_arguments_and_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("gh{}_{}", "p", "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5");
+    let guarded =
+        |secrets: &str| format!("{POLICY}{OPTIONAL}\n[guards]\nsecrets = \"{secrets}\"\n");
+    let in_process = ["--backend", "in-process"];
+    // Block: the call is denied before anything runs.
+    let marker = dir.path().join("ws/ran.txt");
+    let command = format!("echo {token} && touch {}", marker.display());
+    let (out, v) = exec_with(
+        dir.path(),
+        &guarded("block"),
+        "bash",
+        &json!({"command": command}),
+        &in_process,
+    );
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["outcome"], "denied", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a guard blocked this call"),
+        "{v}"
+    );
+    assert!(!marker.exists());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&token));
+    // Redact: the command runs with the secret replaced.
+    let (out, v) = exec_with(
+        dir.path(),
+        &guarded("redact"),
+        "bash",
+        &json!({"command": format!("echo {token}")}),
+        &in_process,
+    );
+    succeeded(&out, &v);
+    let stdout = v["result"]["stdout"].as_str().unwrap();
+    assert!(!stdout.contains(&token) && !stdout.trim().is_empty(), "{v}");
+    // A secret the command produces itself (not in its arguments) is redacted in the result.
+    let (out, v) = exec_with(
+        dir.path(),
+        &guarded("redact"),
+        "bash",
+        &json!({"command": "printf 'gh%s_%s\\n' p aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5"}),
+        &in_process,
+    );
+    succeeded(&out, &v);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(&token),
+        "{v}"
+    );
+}
