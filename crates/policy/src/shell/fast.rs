@@ -1,6 +1,7 @@
 //! The fast path: a command made only of plain words (a conservative character set and `*`,
 //! `'…'`, and `"…"` without `$`, `` ` `` or `\`), whole-word command substitutions (`$(…)`,
-//! `"$(…)"`) whose contents are again such a list, and simple file redirects after a
+//! `"$(…)"`) whose contents are again such a list, whole-word parameter expansions as
+//! arguments (`$NAME`, `${NAME}`, quoted or not), and simple file redirects after a
 //! command's words (`>`, `>>`, `<`, a one-digit descriptor before `>`, `N>&M`), separated by
 //! `&&`, `||`, `;` and `|`, is split without tree-sitter. It yields exactly what the
 //! tree-sitter walk yields for the same text, in the same order (two differential property
@@ -259,11 +260,75 @@ impl Parser<'_> {
         Some((redirect_subject(op, &w, text), on_stdin))
     }
 
+    /// A whole-word parameter expansion at the cursor: `$NAME`, `${NAME}`, `"$NAME"` or
+    /// `"${NAME}"` (a name of letters, digits and `_`, not starting with a digit). Not static:
+    /// the word is dynamic, as the walk reads it. The cursor moves only on success.
+    fn variable(&mut self, depth: usize) -> Option<Word> {
+        let start = self.i;
+        let b = self.b;
+        let quoted = b.get(start) == Some(&b'"');
+        let mut i = start + usize::from(quoted);
+        if b.get(i) != Some(&b'$') {
+            return None;
+        }
+        i += 1;
+        let braced = b.get(i) == Some(&b'{');
+        i += usize::from(braced);
+        let name = i;
+        if !b
+            .get(i)
+            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        {
+            return None;
+        }
+        while b
+            .get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
+            i += 1;
+        }
+        if i == name {
+            return None;
+        }
+        if braced {
+            if b.get(i) != Some(&b'}') {
+                return None;
+            }
+            i += 1;
+        }
+        if quoted {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            i += 1;
+        }
+        if !self.boundary(i, depth) {
+            return None;
+        }
+        let written = self.text.get(start..i)?;
+        let value = if quoted {
+            written.get(1..written.len() - 1)?
+        } else {
+            written
+        };
+        self.i = i;
+        Some(Word {
+            written: written.to_owned(),
+            value: value.to_owned(),
+            dynamic: Some(format!("`{}`", shorten(value))),
+            quoted,
+            ..Word::default()
+        })
+    }
+
     /// A word at the cursor: plain characters and quotes, or a whole-word substitution
     /// (`$(…)` or `"$(…)"`) whose commands are pushed to `subs` (they read `stdin`).
     fn word(&mut self, depth: usize, stdin: &Stdin, subs: &mut Vec<Piece>) -> Option<Word> {
         let start = self.i;
         let b = self.b;
+        if let Some(w) = self.variable(depth) {
+            return Some(w);
+        }
         let quoted_sub = b.get(start..start + 3) == Some(b"\"$(");
         if quoted_sub || b.get(start..start + 2) == Some(b"$(") {
             self.i += if quoted_sub { 3 } else { 2 };

@@ -814,6 +814,15 @@ mod tests {
             Just("\"$(ls -la | grep x)\"".to_owned()),
             Just("\"$(a && b; c)\"".to_owned()),
             Just("$(bash -c 'rm x')".to_owned()),
+            Just("$HOME".to_owned()),
+            Just("${X}".to_owned()),
+            Just("\"$PATH\"".to_owned()),
+            Just("\"${a_1}\"".to_owned()),
+            Just("$1".to_owned()),
+            Just("$?".to_owned()),
+            Just("${X".to_owned()),
+            Just("$X/y".to_owned()),
+            Just("x$Y".to_owned()),
             Just("*".to_owned()),
             Just("*.rs".to_owned()),
             Just("src/*".to_owned()),
@@ -833,7 +842,8 @@ mod tests {
             prop::sample::select(vec![
                 "git", "status", "ls", "-la", "cat", "rm", "-rf", "x", "'a b'", "\"c d\"", "A=1",
                 "sudo", "timeout", "5", "bash", "-c", "xargs", "~/f", "/tmp/x", "2", "if", "eval",
-                "'rm x'", "a@b", "*.rs", "src/*", "*", "a=*", "r*",
+                "'rm x'", "a@b", "*.rs", "src/*", "*", "a=*", "r*", "$HOME", "\"${X}\"", "$X_1",
+                "A=$B",
             ])
         };
         let op = || prop::sample::select(vec![" && ", " || ", "; ", " | ", "|", "&&", " ;"]);
@@ -982,6 +992,7 @@ mod tests {
             "echo \"$(git log -1)\" $(pwd)",
             "x \"$(a | b \"$(c)\")\"",
             "ls *.rs src/* > out",
+            "echo $x \"$y\" ${z} \"${w}\"",
         ] {
             assert!(fast::split(yes).is_some(), "{yes}");
         }
@@ -993,7 +1004,9 @@ mod tests {
             "a && ",
             "; a",
             "a;;",
-            "echo $x",
+            "echo $x$y",
+            "echo ${x:-a}",
+            "$x a",
             "echo `x`",
             "> b a",
             "a > b c",
@@ -1018,7 +1031,7 @@ mod tests {
             "(a)",
             "{ a; }",
             "a # c",
-            "echo \"$x\"",
+            "echo \"$x y\"",
             "echo \\a",
             "echo ?",
             "echo [a]",
