@@ -211,11 +211,55 @@ fn write_text(
 pub(crate) fn run_explain(a: &ExplainArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let cwd = cwd(a.cwd.as_ref())?;
     let args = parse_args_object(&a.args, "--args")?;
-    let snapshot = load::snapshot(&a.policy.policies)?;
     let mut call = Call::new(a.tool.clone(), args).with_cwd(&cwd);
+    if let Some(name) = &a.scope {
+        let scope = load::scope(&a.policy.policies, name)?;
+        let chain = scope.chain();
+        if let Some(root) = chain.first().and_then(|s| s.policy()) {
+            edge::resolve_call_paths(root, &mut call);
+        }
+        let sv = scope.decide(&call);
+        let names: Vec<&str> = chain.iter().map(|s| s.name()).collect();
+        writeln!(out, "scope    {} (chain {})", sv.caller, names.join(" > "))?;
+        writeln!(out, "decision: {}", sv.decision())?;
+        writeln!(out, "reason:   {}", sv.reason)?;
+        writeln!(
+            out,
+            "decided by scope {} ({})",
+            sv.scope,
+            stage_name(sv.stage)
+        )?;
+        for a in &sv.authorities {
+            writeln!(
+                out,
+                "relies on scope {} expanding its parent under the authority {}",
+                a.scope, a.authority
+            )?;
+        }
+        writeln!(out, "scope digest {}", sv.scope_digest)?;
+        let decider = chain.iter().find(|s| s.name() == &*sv.scope);
+        if let Some(policy) = decider.and_then(|s| s.policy()) {
+            writeln!(out)?;
+            writeln!(out, "the policy of scope {}:", sv.scope)?;
+            explain(out, policy, &call)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let snapshot = load::snapshot(&a.policy.policies)?;
     edge::resolve_call_paths(&snapshot, &mut call);
     explain(out, &snapshot, &call)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a scope verdict was reached, in words.
+fn stage_name(stage: ScopeStage) -> &'static str {
+    match stage {
+        ScopeStage::AncestorDeny => "an ancestor's deny rules, asked first",
+        ScopeStage::Own => "its own policy",
+        ScopeStage::Inherited => "inherited: the calling scope has no policy of its own",
+        ScopeStage::Stricter => "stricter than the calling scope's own verdict",
+        ScopeStage::AncestorMode => "an ancestor's operating mode",
+    }
 }
 
 fn explain(out: &mut impl Write, snapshot: &PolicySnapshot, call: &Call) -> Result<(), CliError> {

@@ -126,6 +126,10 @@ struct ExplainArgs {
     /// The working directory relative paths in arguments resolve against (default: current).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
+    /// Explain as subagent scope NAME would decide (see `warden check --scope`): the scope
+    /// chain's verdict, then the deciding scope's policy explained.
+    #[arg(long, value_name = "NAME")]
+    scope: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -148,3 +148,34 @@ fn check_scope_an_unknown_scope_is_an_input_error_naming_the_scopes() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("warden check --scope"), "{err}");
 }
+
+#[test]
+fn explain_scope_shows_the_chain_the_deciding_scope_and_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let policies = scopes(dir.path());
+    let mut argv = vec!["explain"];
+    for p in &policies {
+        argv.extend(["--policy", p.as_str()]);
+    }
+    argv.extend([
+        "--scope",
+        "builder",
+        "--tool",
+        "bash",
+        "--args",
+        r#"{"command":"cargo build"}"#,
+    ]);
+    let out = warden(&argv, dir.path());
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "scope    builder (chain lead > drafter > builder)",
+        "decision: allow",
+        "decided by scope builder (its own policy)",
+        "relies on scope builder expanding its parent under the authority platform-team",
+        "the policy of scope builder:",
+        "subject 1: cargo build [bash] → allow",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in:\n{text}");
+    }
+}
