@@ -472,7 +472,23 @@ pub fn decide_with_permissions(
         });
     }
     let run = Run::new(snapshot, call);
-    for e in permissions.in_order() {
+    match run_sync(&run, permissions, call, false)? {
+        Some(done) => Ok(done),
+        None => Ok(run.finish()),
+    }
+}
+
+/// Asks the sync permissions in order (only the deny ones when `deny_only`) until one decides.
+fn run_sync(
+    run: &Run<'_>,
+    permissions: &PermissionSet,
+    call: &Call,
+    deny_only: bool,
+) -> Result<Option<PermissionVerdict>, DecideError> {
+    for e in permissions
+        .in_order()
+        .filter(|e| !deny_only || e.info.kind == PermissionKind::Deny)
+    {
         if !run.asks(e.info.kind) {
             break;
         }
@@ -485,10 +501,10 @@ pub fn decide_with_permissions(
             }
         };
         if let Some(done) = run.absorb(&e.info, result)? {
-            return Ok(done);
+            return Ok(Some(done));
         }
     }
-    Ok(run.finish())
+    Ok(None)
 }
 
 /// [`decide_with_permissions`] for sets holding async permissions (sync ones are called
@@ -524,29 +540,8 @@ pub(crate) fn deny_permissions_verdict(
     call: &Call,
 ) -> Result<Option<PermissionVerdict>, DecideError> {
     permissions.matches(snapshot)?;
-    let run = Run::new(snapshot, call);
-    for e in permissions
-        .entries
-        .iter()
-        .filter(|e| e.info.kind == PermissionKind::Deny)
-    {
-        if !run.asks(e.info.kind) {
-            break;
-        }
-        let result = match &e.check {
-            Check::Sync(p) => p.check(call),
-            Check::Async(_) => {
-                return Err(DecideError::AsyncInSync {
-                    permission: e.info.clone(),
-                });
-            }
-        };
-        // A deny permission answers only a denial (or nothing).
-        if let Some(done) = run.absorb(&e.info, result)? {
-            return Ok(Some(done));
-        }
-    }
-    Ok(None)
+    // A deny permission answers only a denial (or nothing).
+    run_sync(&Run::new(snapshot, call), permissions, call, true)
 }
 
 /// Where a subject stands before permissions run.
