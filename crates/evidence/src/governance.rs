@@ -189,6 +189,20 @@ fn label(s: &str) -> Result<Label, GovernanceError> {
     Label::new(s).map_err(GovernanceError::Invalid)
 }
 
+/// The `operation_denied` payload of a caller's denial (no deciding gate, no escalation).
+fn denial_payload(denial: &Denial, gates_evaluated: u64) -> Result<Value, GovernanceError> {
+    Ok(payload::to_value(&payload::OperationDenied {
+        disposition: DenialKind::Deny,
+        reason_code: denial.reason_code,
+        evaluator: label(&denial.evaluator)?,
+        deciding_gate_record_id: None,
+        approval_id: None,
+        authority: None,
+        gates_evaluated,
+        stop: denial.stop,
+    }))
+}
+
 /// A task boundary's id: a [`Label`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TaskBoundary(Label);
@@ -1399,16 +1413,7 @@ impl UnacknowledgedOperation {
 
     /// Closes it as `operation_denied` (no gate was recorded: `gates_evaluated = 0`).
     pub async fn deny(mut self, denial: Denial) -> Result<AppendReceipt, GovernanceError> {
-        let payload = payload::to_value(&payload::OperationDenied {
-            disposition: DenialKind::Deny,
-            reason_code: denial.reason_code,
-            evaluator: label(&denial.evaluator)?,
-            deciding_gate_record_id: None,
-            approval_id: None,
-            authority: None,
-            gates_evaluated: 0,
-            stop: denial.stop,
-        });
+        let payload = denial_payload(&denial, 0)?;
         let r = self
             .recorder
             .terminal(
@@ -1713,16 +1718,7 @@ impl OperationHandle {
 
     /// Closes the operation as denied for a reason outside the gates' reduction.
     pub async fn deny(mut self, denial: Denial) -> Result<AppendReceipt, GovernanceError> {
-        let payload = payload::to_value(&payload::OperationDenied {
-            disposition: DenialKind::Deny,
-            reason_code: denial.reason_code,
-            evaluator: label(&denial.evaluator)?,
-            deciding_gate_record_id: None,
-            approval_id: None,
-            authority: None,
-            gates_evaluated: self.gates.len() as u64,
-            stop: denial.stop,
-        });
+        let payload = denial_payload(&denial, self.gates.len() as u64)?;
         let r = self
             .recorder
             .terminal(

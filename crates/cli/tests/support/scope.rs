@@ -4,6 +4,7 @@
 //! its authority. The JSON line is `warden check`'s, plus a `scope` object.
 
 use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -30,17 +31,22 @@ fn scopes(dir: &Path) -> Vec<String> {
     ]
 }
 
-/// `warden check --scope scope --format json` of one call; the line.
-fn check(dir: &Path, scope: &str, tool: &str, args: &str) -> Value {
-    let policies = scopes(dir);
-    let mut argv = vec!["check"];
-    for p in &policies {
+/// `warden <command>` with `--policy` for each of `policies`, then `rest`.
+fn run(dir: &Path, command: &str, policies: &[String], rest: &[&str]) -> Output {
+    let mut argv = vec![command];
+    for p in policies {
         argv.extend(["--policy", p.as_str()]);
     }
-    argv.extend([
+    argv.extend_from_slice(rest);
+    warden(&argv, dir)
+}
+
+/// `warden check --scope scope --format json` of one call; the line.
+fn check(dir: &Path, scope: &str, tool: &str, args: &str) -> Value {
+    let rest = [
         "--scope", scope, "--tool", tool, "--args", args, "--format", "json",
-    ]);
-    let out = warden(&argv, dir);
+    ];
+    let out = run(dir, "check", &scopes(dir), &rest);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -103,24 +109,8 @@ fn check_scope_a_child_gets_the_stricter_verdict_and_an_expansion_names_its_auth
 fn check_scope_an_unknown_scope_is_an_input_error_naming_the_scopes() {
     let dir = tempfile::tempdir().unwrap();
     let policies = scopes(dir.path());
-    let out = warden(
-        &[
-            "check",
-            "--policy",
-            &policies[0],
-            "--policy",
-            &policies[1],
-            "--policy",
-            &policies[2],
-            "--scope",
-            "nobody",
-            "--tool",
-            "read",
-            "--args",
-            "{}",
-        ],
-        dir.path(),
-    );
+    let args = ["--scope", "nobody", "--tool", "read", "--args", "{}"];
+    let out = run(dir.path(), "check", &policies, &args);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -130,20 +120,7 @@ fn check_scope_an_unknown_scope_is_an_input_error_naming_the_scopes() {
         "{err}"
     );
     // Without --scope a subagent's file is refused, and the error says where it belongs.
-    let out = warden(
-        &[
-            "check",
-            "--policy",
-            &policies[0],
-            "--policy",
-            &policies[1],
-            "--tool",
-            "read",
-            "--args",
-            "{}",
-        ],
-        dir.path(),
-    );
+    let out = run(dir.path(), "check", &policies[..2], &args[2..]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("warden check --scope"), "{err}");
@@ -152,20 +129,15 @@ fn check_scope_an_unknown_scope_is_an_input_error_naming_the_scopes() {
 #[test]
 fn explain_scope_shows_the_chain_the_deciding_scope_and_its_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let policies = scopes(dir.path());
-    let mut argv = vec!["explain"];
-    for p in &policies {
-        argv.extend(["--policy", p.as_str()]);
-    }
-    argv.extend([
+    let rest = [
         "--scope",
         "builder",
         "--tool",
         "bash",
         "--args",
         r#"{"command":"cargo build"}"#,
-    ]);
-    let out = warden(&argv, dir.path());
+    ];
+    let out = run(dir.path(), "explain", &scopes(dir.path()), &rest);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [

@@ -440,6 +440,11 @@ fn with_permissions(name: &str, toml: &str, set: &PermissionSet) -> Arc<PolicySn
     )
 }
 
+/// A root scope `lead` whose policy (`toml`) declares `set`.
+fn lead_with(set: &PermissionSet, toml: &str) -> Arc<Scope> {
+    Scope::root("lead", with_permissions("lead", toml, set)).unwrap()
+}
+
 /// A deny permission on `deploy` calls (with `stop`).
 fn no_deploy() -> PermissionSet {
     PermissionSet::new()
@@ -465,11 +470,7 @@ fn yes() -> PermissionSet {
 #[test]
 fn an_ancestors_deny_permissions_bind_every_child_even_an_expanding_one() {
     let lead_set = no_deploy();
-    let root = Scope::root(
-        "lead",
-        with_permissions("lead", "default = \"ask\"", &lead_set),
-    )
-    .unwrap();
+    let root = lead_with(&lead_set, "default = \"ask\"");
     let builder = root
         .child(
             "builder",
@@ -550,11 +551,7 @@ fn a_childs_allow_permission_widens_its_parent_only_through_an_expansion() {
 #[test]
 fn a_missing_or_wrong_permission_set_is_an_error_not_a_verdict() {
     let lead_set = no_deploy();
-    let root = Scope::root(
-        "lead",
-        with_permissions("lead", "default = \"allow\"", &lead_set),
-    )
-    .unwrap();
+    let root = lead_with(&lead_set, "default = \"allow\"");
     let child = root
         .child("c", ChildPolicy::Own(policy("c", "default = \"allow\"")))
         .unwrap();
