@@ -1,6 +1,6 @@
 //! Evidence throughput and latency (design.md §9): the in-memory chain (target ≥ 300,000
-//! records/s) against its floors (BLAKE3 over the same hash inputs alone; both hashes a record
-//! needs), SQLite with
+//! records/s; one appender, and two appending to their own chains at once) against its floors
+//! (BLAKE3 over the same hash inputs alone; both hashes a record needs), SQLite with
 //! `synchronous=FULL` and group commit under concurrent appenders (target ≥ 50,000 durable
 //! records/s) against one appender, single-append latency, and verification. Results:
 //! docs/benchmarks.md.
@@ -58,6 +58,28 @@ fn memory(c: &mut Criterion) {
             }
         });
     });
+    // Appenders on both cores, each on its own chain (as concurrent tasks are): what the store
+    // takes in a second, not one appender.
+    let per_thread: Vec<Vec<EvidenceAppend>> =
+        (0..2).map(|t| appends(&format!("mem-{t}"), n)).collect();
+    g.throughput(Throughput::Elements(2 * n as u64));
+    g.bench_function("two_appenders_20k_records", |b| {
+        b.iter_with_large_drop(|| {
+            let store = MemoryStore::new();
+            std::thread::scope(|s| {
+                for entries in &per_thread {
+                    let store = &store;
+                    s.spawn(move || {
+                        for e in entries {
+                            black_box(store.append_sync(e).unwrap());
+                        }
+                    });
+                }
+            });
+            store
+        });
+    });
+    g.throughput(Throughput::Elements(n as u64));
     g.bench_function("verify_10k_records", |b| {
         b.iter(|| {
             let r = verify_records(

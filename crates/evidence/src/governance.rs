@@ -27,7 +27,7 @@
 //! can follow; [`GovernedRecorder::take_unacknowledged`] closes it with its one terminal record
 //! (or [`GovernedRecorder::recover`] does, after a restart).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;

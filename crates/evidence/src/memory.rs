@@ -1,9 +1,11 @@
 //! The in-memory store: the reference backend (and the fastest), nothing durable.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use warden_contracts::{
@@ -12,16 +14,11 @@ use warden_contracts::{
     VerificationResult,
 };
 
+use crate::facts::Checked;
 use crate::journal::{self, JournalAppend, JournalRecord};
-use crate::record::{self, AppendFields, DigestText, Family};
+use crate::record::{self, AppendFields, DigestText, Family, Prepared};
 use crate::store::{self, GovernedStore, JournalStore, OperationRef};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
-
-thread_local! {
-    /// The hasher of this thread's appends.
-    static HASHER: std::cell::RefCell<blake3::Hasher> =
-        std::cell::RefCell::new(blake3::Hasher::new());
-}
 
 #[derive(Debug)]
 struct Chain {
@@ -100,16 +97,19 @@ struct Journal {
     tracker: ChainTracker,
 }
 
+/// The durable indexes every chain's appends check and fill.
 #[derive(Debug, Default)]
-struct Inner {
-    chains: BTreeMap<ChainId, Chain>,
-    journals: BTreeMap<ChainId, Journal>,
+struct Indexes {
     idempotency: HashMap<Digest, OperationRef>,
     approvals: HashMap<ApprovalId, OperationRef>,
 }
 
 /// Evidence in memory. Appends are checked exactly as the SQLite store checks them; nothing
 /// survives the process.
+///
+/// Each chain has its own lock, so appenders of different chains (concurrent tasks) append in
+/// parallel; an append's payload check, canonical text and most of its hashing happen before it
+/// takes its chain's lock. Locks are taken in one order: the chain map, a chain, the indexes.
 ///
 /// ```
 /// use warden_evidence::{MemoryStore, TaskBoundary};
@@ -119,7 +119,15 @@ struct Inner {
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    chains: RwLock<BTreeMap<ChainId, Mutex<Chain>>>,
+    journals: Mutex<BTreeMap<ChainId, Journal>>,
+    indexes: Mutex<Indexes>,
+}
+
+/// Locks `m`. A panic while holding a lock cannot leave a half-appended record (a record is
+/// pushed last, after every check), so a poisoned lock is still consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MemoryStore {
@@ -128,22 +136,36 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave a half-appended record (the record is
-        // pushed last), so a poisoned lock is still consistent.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Runs `f` on the chain, created empty if it does not exist.
+    fn with_chain<T>(&self, chain_id: &ChainId, f: impl FnOnce(&mut Chain) -> T) -> T {
+        {
+            let chains = self.chains.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(chain) = chains.get(chain_id) {
+                return f(&mut lock(chain));
+            }
+        }
+        let mut chains = self.chains.write().unwrap_or_else(PoisonError::into_inner);
+        let chain = chains.entry(chain_id.clone()).or_insert_with(|| {
+            Mutex::new(Chain {
+                records: Vec::new(),
+                policy: None,
+                operation: None,
+                tracker: ChainTracker::new(Family::Evidence, chain_id.clone()),
+            })
+        });
+        f(chain.get_mut().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Runs `f` on the chain if it exists.
+    fn read_chain<T>(&self, chain_id: &ChainId, f: impl FnOnce(&Chain) -> T) -> Option<T> {
+        let chains = self.chains.read().unwrap_or_else(PoisonError::into_inner);
+        chains.get(chain_id).map(|chain| f(&lock(chain)))
     }
 
     /// Appends one record (synchronously).
     pub fn append_sync(&self, entry: &EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
-        // One hasher per thread, reused from append to append (it is ~2 KiB).
-        HASHER.with(|hasher| match hasher.try_borrow_mut() {
-            Ok(mut hasher) => self.append_with(entry, &mut hasher),
-            // Not reentrant; should it ever be, a fresh hasher gives the same result.
-            Err(_) => self.append_with(entry, &mut blake3::Hasher::new()),
-        })
+        // One hasher per thread, reused from append to append.
+        record::with_hasher(|hasher| self.append_with(entry, hasher))
     }
 
     fn append_with(
@@ -153,22 +175,19 @@ impl MemoryStore {
     ) -> Result<AppendReceipt, EvidenceError> {
         // The payload's schema check and canonical form do not depend on the chain: outside the
         // lock.
-        let mut prepared = record::prepare_evidence_with(entry, hasher);
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        // One lookup for an existing chain (the common case), `entry` only for a new one.
-        let chain = match inner.chains.get_mut(&entry.chain_id) {
-            Some(chain) => chain,
-            None => inner
-                .chains
-                .entry(entry.chain_id.clone())
-                .or_insert_with(|| Chain {
-                    records: Vec::new(),
-                    policy: None,
-                    operation: None,
-                    tracker: ChainTracker::new(Family::Evidence, entry.chain_id.clone()),
-                }),
-        };
+        let prepared = record::prepare_evidence_with(entry, hasher);
+        self.with_chain(&entry.chain_id, |chain| {
+            self.append_to(chain, entry, prepared)
+        })
+    }
+
+    /// The part of an append that holds its chain's lock.
+    fn append_to(
+        &self,
+        chain: &mut Chain,
+        entry: &EvidenceAppend,
+        mut prepared: Result<(Prepared<&mut blake3::Hasher>, Checked<'_>), EvidenceError>,
+    ) -> Result<AppendReceipt, EvidenceError> {
         let a = AppendFields::evidence(entry);
         let seal = record::seal_on(
             &a,
@@ -189,13 +208,14 @@ impl MemoryStore {
             .check_sealed(&view, facts)
             .map_err(|f| store::refused(&f))?;
         if !index.is_empty() {
+            let mut indexes = lock(&self.indexes);
             if let Some(key) = &index.idempotency_key_digest
-                && let Some(existing) = inner.idempotency.get(key)
+                && let Some(existing) = indexes.idempotency.get(key)
             {
                 return Err(store::duplicate_key(existing));
             }
             if let Some(approval) = &index.approval_id
-                && let Some(existing) = inner.approvals.get(approval)
+                && let Some(existing) = indexes.approvals.get(approval)
             {
                 return Err(store::approval_used(existing));
             }
@@ -206,10 +226,10 @@ impl MemoryStore {
                 seal.sequence,
             ) {
                 if let Some(key) = index.idempotency_key_digest {
-                    inner.idempotency.insert(key, op.clone());
+                    indexes.idempotency.insert(key, op.clone());
                 }
                 if let Some(approval) = index.approval_id {
-                    inner.approvals.insert(approval, op);
+                    indexes.approvals.insert(approval, op);
                 }
             }
         }
@@ -252,27 +272,27 @@ impl MemoryStore {
         after_sequence: Option<u64>,
         limit: usize,
     ) -> Vec<EvidenceRecord> {
-        let inner = self.lock();
-        let Some(c) = inner.chains.get(chain) else {
-            return Vec::new();
-        };
         let start = after_sequence.map_or(0, |s| {
             usize::try_from(s.saturating_add(1)).unwrap_or(usize::MAX)
         });
-        c.records(chain, start, limit)
+        self.read_chain(chain, |c| c.records(chain, start, limit))
+            .unwrap_or_default()
     }
 
     /// The chain's head.
     pub fn head_sync(&self, chain: &ChainId) -> Option<ChainHead> {
-        self.lock()
-            .chains
-            .get(chain)
-            .and_then(|c| c.tracker.head().cloned())
+        self.read_chain(chain, |c| c.tracker.head().cloned())
+            .flatten()
     }
 
     /// Every evidence chain id, sorted.
     pub fn chain_ids(&self) -> Vec<ChainId> {
-        self.lock().chains.keys().cloned().collect()
+        self.chains
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Verifies a chain with the full report.
@@ -337,14 +357,14 @@ impl GovernedStore for MemoryStore {
         &self,
         key_digest: &Digest,
     ) -> Result<Option<OperationRef>, EvidenceError> {
-        Ok(self.lock().idempotency.get(key_digest).cloned())
+        Ok(lock(&self.indexes).idempotency.get(key_digest).cloned())
     }
 
     async fn find_approval_use(
         &self,
         approval_id: &ApprovalId,
     ) -> Result<Option<OperationRef>, EvidenceError> {
-        Ok(self.lock().approvals.get(approval_id).cloned())
+        Ok(lock(&self.indexes).approvals.get(approval_id).cloned())
     }
 
     async fn verify_report(
@@ -359,9 +379,8 @@ impl GovernedStore for MemoryStore {
 impl JournalStore for MemoryStore {
     fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
         let mut prepared = journal::prepare_journal(&entry);
-        let mut inner = self.lock();
-        let j = inner
-            .journals
+        let mut journals = lock(&self.journals);
+        let j = journals
             .entry(entry.chain_id.clone())
             .or_insert_with(|| Journal {
                 records: Vec::new(),
@@ -387,27 +406,23 @@ impl JournalStore for MemoryStore {
         after_sequence: Option<u64>,
         limit: usize,
     ) -> Result<Vec<JournalRecord>, EvidenceError> {
-        let inner = self.lock();
         let start = after_sequence.map_or(0, |s| {
             usize::try_from(s.saturating_add(1)).unwrap_or(usize::MAX)
         });
-        Ok(inner
-            .journals
+        Ok(lock(&self.journals)
             .get(chain)
             .map(|j| j.records.iter().skip(start).take(limit).cloned().collect())
             .unwrap_or_default())
     }
 
     fn journal_head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
-        Ok(self
-            .lock()
-            .journals
+        Ok(lock(&self.journals)
             .get(chain)
             .and_then(|j| j.tracker.head().cloned()))
     }
 
     fn journal_chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
-        Ok(self.lock().journals.keys().cloned().collect())
+        Ok(lock(&self.journals).keys().cloned().collect())
     }
 
     fn verify_journal(

@@ -6,7 +6,6 @@
 //! (the in-memory chain's throughput depends on it); a test proves it equal to
 //! `warden_contracts::canonical::to_canonical_string` of the serialized record.
 
-use std::borrow::BorrowMut;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -946,16 +945,71 @@ impl<'a> AppendFields<'a> {
     }
 }
 
+/// Where a prepared append keeps the hash input's prefix (every field before
+/// `previous_chain_hash` in key order, known before the append takes its place in the chain)
+/// until it is sealed.
+pub(crate) trait PrefixState {
+    /// Takes the prefix.
+    fn start(&mut self, prefix: &[u8]);
+    /// The hash of the prefix followed by `suffix`.
+    fn finish(&mut self, suffix: &[u8]) -> blake3::Hash;
+}
+
+/// Hashed at once by a hasher the caller lends: the in-memory store prepares and seals on one
+/// thread and reuses one hasher per thread (no allocation, no copy of its ~2 KiB).
+impl PrefixState for &mut blake3::Hasher {
+    fn start(&mut self, prefix: &[u8]) {
+        self.reset();
+        self.update(prefix);
+    }
+    fn finish(&mut self, suffix: &[u8]) -> blake3::Hash {
+        self.update(suffix);
+        self.finalize()
+    }
+}
+
+/// The prefix's text, hashed when the append is sealed, by the sealing thread's hasher: an
+/// append queued for the SQLite writer holds its ~600 bytes, not a ~2 KiB hasher state (a burst
+/// of queued appends is bound by the memory it touches, not by the writer's hashing).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PrefixText(Vec<u8>);
+
+impl PrefixState for PrefixText {
+    fn start(&mut self, prefix: &[u8]) {
+        self.0.clear();
+        self.0.extend_from_slice(prefix);
+    }
+    fn finish(&mut self, suffix: &[u8]) -> blake3::Hash {
+        with_hasher(|hasher| {
+            hasher.reset();
+            hasher.update(&self.0);
+            hasher.update(suffix);
+            hasher.finalize()
+        })
+    }
+}
+
+thread_local! {
+    /// This thread's hasher, reused from record to record (it is ~2 KiB).
+    static HASHER: std::cell::RefCell<blake3::Hasher> =
+        std::cell::RefCell::new(blake3::Hasher::new());
+}
+
+/// Runs `f` with this thread's hasher (in whatever state the last use left it).
+pub(crate) fn with_hasher<T>(f: impl FnOnce(&mut blake3::Hasher) -> T) -> T {
+    HASHER.with(|hasher| match hasher.try_borrow_mut() {
+        Ok(mut hasher) => f(&mut hasher),
+        // Not reentrant; should it ever be, a fresh hasher gives the same result.
+        Err(_) => f(&mut blake3::Hasher::new()),
+    })
+}
+
 /// The head-independent part of sealing an append: its payload's canonical JSON text and digest,
-/// and BLAKE3 already run over the hash input up to `previous_chain_hash` (every field before it
-/// in key order is known before the append takes its place in the chain). The SQLite store
-/// prepares on the appender's thread, so its single writer only hashes the last ~150 bytes.
-///
-/// `H` holds the hasher (~2 KiB): boxed (the default) for an append that moves through the
-/// SQLite writer's queue, borrowed for the in-memory store, which seals on the thread that
-/// prepared and reuses one hasher per thread (no allocation, no copies of the hasher).
+/// its record id, and the hash input's prefix in `H` ([`PrefixState`]). The SQLite store prepares
+/// on the appender's thread, so its single writer only writes and hashes what depends on the
+/// chain's head.
 #[derive(Debug, Clone)]
-pub(crate) struct Prepared<H = Box<blake3::Hasher>> {
+pub(crate) struct Prepared<H = PrefixText> {
     pub(crate) json: String,
     pub(crate) digest: DigestText,
     prefix: H,
@@ -965,11 +1019,11 @@ pub(crate) struct Prepared<H = Box<blake3::Hasher>> {
 
 impl Prepared {
     pub(crate) fn new(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
-        Self::with_hasher(a, value, Box::default())
+        Self::with_hasher(a, value, PrefixText::default())
     }
 }
 
-impl<H: BorrowMut<blake3::Hasher>> Prepared<H> {
+impl<H: PrefixState> Prepared<H> {
     /// Prepares with `hasher`, which is reset first.
     pub(crate) fn with_hasher(
         a: &AppendFields<'_>,
@@ -1003,9 +1057,7 @@ impl<H: BorrowMut<blake3::Hasher>> Prepared<H> {
                 }
                 None => write_str(out, &json),
             });
-            let prefix = hasher.borrow_mut();
-            prefix.reset();
-            prefix.update(buffer.as_bytes());
+            hasher.start(buffer.as_bytes());
             Ok(Self {
                 json,
                 digest,
@@ -1025,11 +1077,11 @@ pub(crate) type PreparedEvidence = Result<(Prepared, Facts<String>), EvidenceErr
 pub(crate) fn prepare_evidence(
     entry: &EvidenceAppend,
 ) -> Result<(Prepared, Checked<'_>), EvidenceError> {
-    prepare_evidence_with(entry, Box::default())
+    prepare_evidence_with(entry, PrefixText::default())
 }
 
 /// [`prepare_evidence`] with a given hasher (reset first).
-pub(crate) fn prepare_evidence_with<H: BorrowMut<blake3::Hasher>>(
+pub(crate) fn prepare_evidence_with<H: PrefixState>(
     entry: &EvidenceAppend,
     hasher: H,
 ) -> Result<(Prepared<H>, Checked<'_>), EvidenceError> {
@@ -1072,7 +1124,7 @@ pub(crate) struct Seal {
 /// sequence and that its fields are in range, then reports a payload refused earlier (so a wrong
 /// sequence is reported first, whatever the payload), and computes the record id and the chain
 /// hash. It does not check the chain's lifecycle rules (that is [`crate::ChainTracker`]'s job).
-pub(crate) fn seal_on<H: BorrowMut<blake3::Hasher>>(
+pub(crate) fn seal_on<H: PrefixState>(
     a: &AppendFields<'_>,
     prepared: Result<&mut Prepared<H>, &EvidenceError>,
     head: Option<&ChainHead>,
@@ -1101,9 +1153,7 @@ pub(crate) fn seal_on<H: BorrowMut<blake3::Hasher>>(
             next,
             a.supersedes_record_id.map(RecordId::as_str),
         );
-        let hasher = prepared.prefix.borrow_mut();
-        hasher.update(suffix.as_bytes());
-        Digest::from_hash_bytes(hasher.finalize().as_bytes())
+        Digest::from_hash_bytes(prepared.prefix.finish(suffix.as_bytes()).as_bytes())
     });
     Ok(Seal {
         sequence: next,

@@ -12,10 +12,10 @@
 //! thread, so the writer goes on meanwhile). An append that fails its checks is answered with its error
 //! and does not disturb the others; a failed commit fails them all and nothing is kept. Once a
 //! group commit takes many appends (concurrent appenders), a background connection checkpoints
-//! (`PASSIVE`, every thousand pages or so) beside the writer, so commits stop waiting for
-//! checkpoints; the writer's own automatic checkpoint then waits for 4000 frames and only catches
-//! up with what the background has not copied, so the WAL can start over from its beginning. A
-//! lone appender keeps SQLite's own automatic checkpoint.
+//! (`PASSIVE`, every 4 MiB of WAL or so) beside the writer, so commits stop waiting for
+//! checkpoints; the writer's own automatic checkpoint then waits for 16 MiB of WAL and only
+//! catches up with what the background has not copied, so the WAL can start over from its
+//! beginning. A lone appender keeps SQLite's automatic checkpoint, every 4 MiB of WAL.
 //!
 //! Reads use a second connection. [`SqliteReader`] opens a store with `SQLITE_OPEN_READ_ONLY`:
 //! it never creates or modifies anything. To make that true for the directory too, a closing
@@ -26,7 +26,7 @@
 //! Schema (version [`SCHEMA_VERSION`], `PRAGMA application_id` [`APPLICATION_ID`]): see
 //! docs/evidence.md. The `records` table has one column per record field (*contract*).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -434,6 +434,16 @@ impl SqliteStore {
         // in the page cache, so none is spilled to the WAL early and written twice.
         conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
             .map_err(|e| Error::sqlite(&path, &e))?;
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(|e| Error::sqlite(&path, &e))?;
+        let page_size = u64::try_from(page_size).unwrap_or(0).max(512);
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            frames(CHECKPOINT_BYTES, page_size),
+        )
+        .map_err(|e| Error::sqlite(&path, &e))?;
         let writer = Writer {
             conn,
             stats: stats.clone(),
@@ -443,7 +453,8 @@ impl SqliteStore {
             journals: HashMap::new(),
             last_group: 1,
             commit_time: Duration::ZERO,
-            wal_pages: 0,
+            page_size,
+            wal_bytes: 0,
             checkpointer: None,
             notifier: None,
         };
@@ -572,10 +583,10 @@ impl SqliteStore {
     /// would. Safe with WAL: every reader (the read-only [`SqliteReader`] included) reads
     /// committed records from the WAL, and the next writer checkpoints them. For a short-lived
     /// process that appends a few records (the Claude Code hook), this skips the checkpoint's
-    /// fsyncs and the journal-mode switch of a clean close. Once the WAL holds about a thousand
-    /// pages (4 MiB), this close folds it into the database and empties it instead (a process
-    /// that opens the store first forgets what was checkpointed, so a WAL kept by short-lived
-    /// writers would otherwise only grow).
+    /// fsyncs and the journal-mode switch of a clean close. Once the WAL holds 4 MiB, this close
+    /// folds it into the database and empties it instead (a process that opens the store first
+    /// forgets what was checkpointed, so a WAL kept by short-lived writers would otherwise only
+    /// grow).
     pub fn close_keeping_wal(self) {
         self.stats.keep_wal.store(true, Ordering::Relaxed);
         drop(self);
@@ -1226,29 +1237,42 @@ struct Writer {
     last_group: usize,
     /// A moving average of how long a commit (the WAL write and its fsync) takes.
     commit_time: Duration,
-    /// WAL pages written since the last checkpoint (an estimate).
-    wal_pages: u64,
+    /// The store's page size.
+    page_size: u64,
+    /// WAL bytes written since the last checkpoint (an estimate).
+    wal_bytes: u64,
     checkpointer: Option<Checkpointer>,
 }
+
+/// What a record adds to the WAL, its row and its index entries (an estimate).
+const RECORD_WAL_BYTES: u64 = 1400;
+/// The partly filled pages (table and index leaves, their parents) every commit rewrites.
+const PAGES_PER_COMMIT: u64 = 8;
 
 /// The writer's page cache: `PRAGMA cache_size` (negative: KiB), 32 MiB.
 const WRITER_CACHE_KIB: i64 = -32 * 1024;
 /// The longest a group commit waits for the appenders of the previous group to come back.
 const MAX_GATHER: Duration = Duration::from_millis(2);
-/// WAL pages between background checkpoints (SQLite's own default for its automatic ones).
-const CHECKPOINT_PAGES: u64 = 1000;
+/// WAL bytes between background checkpoints, and between SQLite's automatic ones for a lone
+/// appender (`wal_autocheckpoint`, set in pages): SQLite's default of a thousand 4 KiB pages,
+/// whatever the store's page size.
+const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// A group commit of at least this many appends starts the background checkpointer.
 const BACKGROUND_GROUP: u64 = 32;
 /// Once the background checkpointer runs, the writer's own automatic checkpoint
 /// (`wal_autocheckpoint`, counted by SQLite over the whole WAL, every process's frames) waits
-/// for this many frames: it then only copies what the background has not, and its next
-/// transaction starts the WAL over from its beginning. (A WAL restarts only when a write
+/// until the WAL holds this many bytes: it then only copies what the background has not, and its
+/// next transaction starts the WAL over from its beginning. (A WAL restarts only when a write
 /// transaction begins with every frame checkpointed, which a checkpoint running beside a busy
 /// writer never sees; without the restart the WAL would grow for ever.)
-const RESTART_FRAMES: i64 = 4_000;
-/// The WAL size past which [`SqliteStore::close_keeping_wal`] empties it (about SQLite's
-/// thousand pages).
-const KEEP_WAL_LIMIT: u64 = 4 << 20;
+const RESTART_BYTES: u64 = 16 << 20;
+/// The WAL size past which [`SqliteStore::close_keeping_wal`] empties it.
+const KEEP_WAL_LIMIT: u64 = CHECKPOINT_BYTES;
+
+/// `bytes` of WAL in frames of `page_size` (for `wal_autocheckpoint`).
+fn frames(bytes: u64, page_size: u64) -> i64 {
+    i64::try_from(bytes / page_size.max(1)).unwrap_or(i64::MAX)
+}
 
 /// The store's WAL file (`<path>-wal`).
 fn wal_path(path: &Path) -> PathBuf {
@@ -1552,7 +1576,7 @@ impl Writer {
             // A process that opens the store first recovers the WAL and forgets how much of it
             // was checkpointed, so a WAL kept by short-lived writers never starts over by
             // itself (and SQLite's automatic checkpoints copy it all again, every time): once
-            // it holds about a thousand pages, fold it into the database and empty it.
+            // it holds 4 MiB, fold it into the database and empty it.
             let wal = std::fs::metadata(wal_path(&self.path)).map_or(0, |m| m.len());
             if wal >= KEEP_WAL_LIMIT {
                 let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
@@ -1669,16 +1693,16 @@ impl Writer {
         }
         // Groups of many appends (concurrent appenders): checkpoint in the background from now
         // on, so commits stop paying for checkpoints. A lone appender's small commits keep
-        // SQLite's own automatic checkpoint (a thousand pages, then the WAL starts over), which
-        // costs them less than a WAL growing to a few thousand pages beside a checkpointer.
+        // SQLite's own automatic checkpoint (every 4 MiB, then the WAL starts over), which costs
+        // them less than a WAL growing to 16 MiB beside a checkpointer.
         if self.checkpointer.is_none() && ok < BACKGROUND_GROUP {
             return;
         }
-        // A record takes about a third of a page in the table and its three indexes; each
-        // commit rewrites a few partly filled pages.
-        self.wal_pages += ok / 3 + 8;
-        if self.wal_pages >= CHECKPOINT_PAGES || self.checkpointer.is_none() {
-            self.wal_pages = 0;
+        // Each record adds its row and its index entries; each commit rewrites a few partly
+        // filled pages.
+        self.wal_bytes += ok * RECORD_WAL_BYTES + PAGES_PER_COMMIT * self.page_size;
+        if self.wal_bytes >= CHECKPOINT_BYTES || self.checkpointer.is_none() {
+            self.wal_bytes = 0;
             self.checkpoint();
         }
     }
@@ -1690,10 +1714,11 @@ impl Writer {
             match Checkpointer::start(&self.path, &self.options) {
                 Ok(c) => {
                     self.checkpointer = Some(c);
-                    if let Err(e) =
-                        self.conn
-                            .pragma_update(None, "wal_autocheckpoint", RESTART_FRAMES)
-                    {
+                    if let Err(e) = self.conn.pragma_update(
+                        None,
+                        "wal_autocheckpoint",
+                        frames(RESTART_BYTES, self.page_size),
+                    ) {
                         tracing::warn!(store = %self.path.display(), error = %e, "cannot defer the automatic checkpoint");
                     }
                 }

@@ -22,7 +22,7 @@
 //! Finally the expected head (kept elsewhere) must be in the chain
 //! ([`VerificationFailure::HeadMismatch`]).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use serde_json::Value;
 use warden_contracts::{

@@ -551,3 +551,72 @@ fn corrections_name_an_earlier_record_of_the_chain() {
         });
     });
 }
+
+#[test]
+fn concurrent_tasks_append_in_parallel_and_a_shared_idempotency_key_binds_one_operation() {
+    // Four tasks, each on its own chain, append at once; every round they also race to start an
+    // operation under one shared idempotency key. Exactly one start per key is new; the others
+    // replay it or are refused by the store's index (when both checked before either appended).
+    each_backend(|b| {
+        let (tasks, rounds) = (4, 12);
+        let new: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..tasks)
+                .map(|t| {
+                    let store = b.store();
+                    s.spawn(move || {
+                        block_on(async move {
+                            let chain = format!("task-{t}");
+                            let rec = GovernedRecorder::open(
+                                store,
+                                binding(&chain),
+                                &snapshot(),
+                                clock(),
+                            )
+                            .await
+                            .unwrap();
+                            let mut new = 0;
+                            for i in 0..rounds {
+                                let p = allowed(&rec, &format!("op-{i}")).await;
+                                let call = p.begin().await.unwrap();
+                                call.completed(&json!({"i": i})).await.unwrap();
+                                let mut race = start(&format!("race-{i}"));
+                                race.idempotency_key = Some(format!("shared-{i}"));
+                                match rec.start_operation(race).await {
+                                    Ok(Started::New(h)) => {
+                                        new += 1;
+                                        h.close_before_call(TerminalKind::Cancelled).await.unwrap();
+                                    }
+                                    Ok(Started::Replay(r)) => {
+                                        assert_eq!(
+                                            r.operation.operation_id.as_str(),
+                                            format!("race-{i}")
+                                        );
+                                        assert_ne!(r.operation.chain_id.as_str(), chain);
+                                    }
+                                    Err(e) => assert!(
+                                        e.to_string().contains("idempotency key already bound"),
+                                        "{chain}: {e}"
+                                    ),
+                                }
+                            }
+                            rec.close(CloseDisposition::Completed).await.unwrap();
+                            new
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(
+            new,
+            rounds,
+            "{}: one new operation per shared key",
+            b.name()
+        );
+        for t in 0..tasks {
+            let chain = ChainId::new(format!("task-{t}")).unwrap();
+            let r = block_on(b.store().verify(&chain, None)).unwrap();
+            assert!(r.valid, "{}: {chain}: {r:?}", b.name());
+        }
+    });
+}
