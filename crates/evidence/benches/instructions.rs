@@ -50,6 +50,31 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// This process's threads named `warden-evidence…`: name, user and system CPU in milliseconds
+/// (`/proc/self/task/*/stat`, in clock ticks of 10 ms).
+fn store_threads() -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = &stat[open + 1..close];
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        if name.starts_with("warden-evidence") && fields.len() > 12 {
+            let ticks = |i: usize| fields[i].parse::<u64>().unwrap_or(0) * 10;
+            out.push((name.to_owned(), ticks(11), ticks(12)));
+        }
+    }
+    out
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "memory".into());
@@ -148,6 +173,10 @@ fn main() {
                 workload::pipelined(&store, work);
             }
             let elapsed = start.elapsed();
+            // The store's threads (writer, checkpointer, notifier): user and system CPU so far.
+            for (name, user, system) in store_threads() {
+                eprintln!("{name}: {user} ms user, {system} ms system");
+            }
             let (commits, records) = store.commit_stats();
             eprintln!(
                 "{records} records in {commits} commits ({:.1} per commit), {elapsed:?}: {:.0} records/s",

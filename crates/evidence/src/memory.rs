@@ -97,11 +97,32 @@ struct Journal {
     tracker: ChainTracker,
 }
 
-/// The durable indexes every chain's appends check and fill.
+/// The indexes every chain's appends check and fill.
 #[derive(Debug, Default)]
 struct Indexes {
     idempotency: HashMap<Digest, OperationRef>,
     approvals: HashMap<ApprovalId, OperationRef>,
+    /// Each record-id prefix and the one chain whose records it starts (bound by its first
+    /// record).
+    record_ids: HashMap<(Family, [u8; 16]), ChainId>,
+}
+
+impl Indexes {
+    /// Binds `chain`'s record-id prefix to it, refusing a chain whose record ids another
+    /// chain's already start with.
+    fn claim_record_ids(&mut self, family: Family, chain: &ChainId) -> Result<(), EvidenceError> {
+        let prefix = record::record_id_prefix(family, chain.as_str());
+        match self.record_ids.get(&(family, prefix)) {
+            Some(owner) if owner != chain => {
+                Err(store::record_ids_taken(chain, &prefix, owner.as_str()))
+            }
+            Some(_) => Ok(()),
+            None => {
+                self.record_ids.insert((family, prefix), chain.clone());
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Evidence in memory. Appends are checked exactly as the SQLite store checks them; nothing
@@ -207,6 +228,9 @@ impl MemoryStore {
             .tracker
             .check_sealed(&view, facts)
             .map_err(|f| store::refused(&f))?;
+        if seal.sequence == 0 {
+            lock(&self.indexes).claim_record_ids(Family::Evidence, &entry.chain_id)?;
+        }
         if !index.is_empty() {
             let mut indexes = lock(&self.indexes);
             if let Some(key) = &index.idempotency_key_digest
@@ -393,6 +417,9 @@ impl JournalStore for MemoryStore {
         j.tracker
             .check_sealed_journal(&fields)
             .map_err(|f| store::refused(&f))?;
+        if seal.sequence == 0 {
+            lock(&self.indexes).claim_record_ids(Family::Journal, &entry.chain_id)?;
+        }
         j.tracker.accept_sealed_journal(&fields, &seal.chain_hash);
         let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
         j.records
@@ -437,5 +464,60 @@ impl JournalStore for MemoryStore {
             records.into_iter().map(Ok),
             expected,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+    use warden_contracts::Timestamp;
+
+    use super::*;
+
+    fn genesis(chain: &str) -> EvidenceAppend {
+        let snapshot = r#"{"default":"ask","id":"p","version":"1"}"#;
+        EvidenceAppend {
+            chain_id: ChainId::new(chain).unwrap(),
+            record_type: RecordType::PolicyBound,
+            operation_id: None,
+            expected_sequence: 0,
+            policy_id: "p".into(),
+            policy_version: "1".into(),
+            payload: json!({"task_boundary_id": chain,
+                "policy_digest": Digest::of_bytes(snapshot.as_bytes()),
+                "snapshot_json": snapshot}),
+            supersedes_record_id: None,
+            created_at: Timestamp(1),
+        }
+    }
+
+    /// A chain whose record ids would start like another chain's is refused, as the SQLite
+    /// store refuses it (a 64-bit prefix collision needs a chain id chosen for it: here the
+    /// other chain's binding is made by hand).
+    #[test]
+    fn a_chain_whose_record_ids_another_chain_owns_is_refused() {
+        let store = MemoryStore::new();
+        let victim = ChainId::new("victim").unwrap();
+        let prefix = record::record_id_prefix(Family::Evidence, victim.as_str());
+        lock(&store.indexes).record_ids.insert(
+            (Family::Evidence, prefix),
+            ChainId::new("squatter").unwrap(),
+        );
+        let err = store.append_sync(&genesis("victim")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("would collide with those of chain squatter"),
+            "{err}"
+        );
+        assert_eq!(store.head_sync(&victim), None);
+        store.append_sync(&genesis("bystander")).unwrap();
+        // The same chain binds its own prefix once: its later records append.
+        assert!(
+            lock(&store.indexes)
+                .claim_record_ids(Family::Evidence, &ChainId::new("bystander").unwrap())
+                .is_ok()
+        );
     }
 }

@@ -135,29 +135,35 @@ impl fmt::Debug for RecordIdText {
     }
 }
 
-/// [`record_id_for`] without allocating: verification compares it with the stored id.
-pub(crate) fn record_id_text(family: Family, chain: &ChainId, sequence: u64) -> RecordIdText {
-    let prefix = CHAIN_PREFIX.with(|cache| {
+/// The 16 hex digits every record id of `chain` in `family` starts with (after `rec_`): the
+/// stores bind each to one chain, so no two chains' record ids can collide.
+pub(crate) fn record_id_prefix(family: Family, chain: &str) -> [u8; 16] {
+    CHAIN_PREFIX.with(|cache| {
         let mut cache = cache.borrow_mut();
         if let Some((f, c, prefix)) = cache.as_ref()
             && *f == family
-            && c == chain.as_str()
+            && c == chain
         {
             return *prefix;
         }
         let mut h = blake3::Hasher::new();
         h.update(family.id_domain().as_bytes());
         h.update(&[0]);
-        h.update(chain.as_str().as_bytes());
+        h.update(chain.as_bytes());
         let hash = h.finalize();
         let mut prefix = [0u8; 16];
         for (i, b) in hash.as_bytes()[..8].iter().enumerate() {
             prefix[2 * i] = HEX[usize::from(b >> 4)];
             prefix[2 * i + 1] = HEX[usize::from(b & 0x0f)];
         }
-        *cache = Some((family, chain.as_str().to_owned(), prefix));
+        *cache = Some((family, chain.to_owned(), prefix));
         prefix
-    });
+    })
+}
+
+/// [`record_id_for`] without allocating: verification compares it with the stored id.
+pub(crate) fn record_id_text(family: Family, chain: &ChainId, sequence: u64) -> RecordIdText {
+    let prefix = record_id_prefix(family, chain.as_str());
     let mut text = [0u8; 36];
     text[..4].copy_from_slice(b"rec_");
     text[4..20].copy_from_slice(&prefix);

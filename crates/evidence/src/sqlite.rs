@@ -57,17 +57,31 @@ use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Re
 pub const DEFAULT_PATH: &str = ".warden/evidence.db";
 /// The schema version this build writes (`PRAGMA user_version`). It reads every version from
 /// [`OLDEST_SCHEMA_VERSION`] on; a writable open migrates an older store (docs/evidence.md).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The oldest schema version this build reads (and migrates when it opens a store to write).
-/// Version 1 had one more index, `records_operation`, that no query used; version 2 dropped it
-/// (records, their columns and their hashes are unchanged).
+/// Version 1 had one more index, `records_operation`, that no query used; version 2 dropped it.
+/// Version 3 keeps record ids unique with the `chains` table (one row a chain) instead of a
+/// unique index on every record's id. Records, their columns and their hashes never changed.
 pub const OLDEST_SCHEMA_VERSION: i64 = 1;
 /// `PRAGMA application_id` of a Warden evidence store: `WARD` in ASCII.
 pub const APPLICATION_ID: i64 = 0x5741_5244;
 
+/// Which chain each record-id prefix belongs to (a chain's first record binds it). A record id
+/// is its chain's prefix and its sequence, so with each prefix bound to one chain, and each
+/// chain's sequences unique (the primary keys), every record id is unique.
+const CHAINS: &str = r"
+CREATE TABLE IF NOT EXISTS chains (
+    family TEXT NOT NULL,
+    chain_id TEXT NOT NULL,
+    record_id_prefix TEXT NOT NULL,
+    PRIMARY KEY (family, chain_id),
+    UNIQUE (family, record_id_prefix)
+);
+";
+
 const SCHEMA: &str = r"
 CREATE TABLE records (
-    record_id TEXT NOT NULL UNIQUE,
+    record_id TEXT NOT NULL,
     record_type TEXT NOT NULL,
     chain_id TEXT NOT NULL,
     operation_id TEXT,
@@ -88,7 +102,7 @@ CREATE TRIGGER records_no_update BEFORE UPDATE ON records
 CREATE TRIGGER records_no_delete BEFORE DELETE ON records
     BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
 CREATE TABLE journal (
-    record_id TEXT NOT NULL UNIQUE,
+    record_id TEXT NOT NULL,
     record_type TEXT NOT NULL,
     chain_id TEXT NOT NULL,
     operation_id TEXT,
@@ -362,17 +376,69 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
     Ok(Some(version))
 }
 
-/// Brings a store of an older schema version to [`SCHEMA_VERSION`], in one transaction. From
-/// version 1: drop the `records_operation` index (no query used it; every row, and so every
-/// chain hash, stays as it was).
+/// Brings a store of an older schema version to [`SCHEMA_VERSION`], in one transaction; every
+/// row, and so every chain hash, stays as it was. From version 1: drop the `records_operation`
+/// index (no query used it). From versions 1 and 2: create `chains` and bind every stored
+/// chain's record-id prefix (their unique index on `record_id` stays: dropping it would mean
+/// copying the table, and it only costs the writer time).
 fn migrate(conn: &Connection, path: &Path) -> Result<(), Error> {
-    let script = format!(
-        "BEGIN IMMEDIATE; DROP INDEX IF EXISTS records_operation; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-    );
-    conn.execute_batch(&script).map_err(|e| {
+    let run = || -> rusqlite::Result<()> {
+        conn.execute_batch("BEGIN IMMEDIATE; DROP INDEX IF EXISTS records_operation;")?;
+        conn.execute_batch(CHAINS)?;
+        for family in [Family::Evidence, Family::Journal] {
+            let table = table_of(family);
+            let chains: Vec<String> = conn
+                .prepare(&format!("SELECT DISTINCT chain_id FROM {table}"))?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            // A chain bound already is left as it is; a prefix bound to another chain fails
+            // the migration (it cannot happen while `record_id` is unique).
+            let mut insert = conn.prepare(&format!(
+                "{INSERT_CHAIN} ON CONFLICT (family, chain_id) DO NOTHING"
+            ))?;
+            for chain in chains {
+                let prefix = record::record_id_prefix(family, &chain);
+                insert.execute(params![
+                    family.as_str(),
+                    chain,
+                    String::from_utf8_lossy(&prefix)
+                ])?;
+            }
+        }
+        conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+    };
+    run().map_err(|e| {
         let _ = conn.execute_batch("ROLLBACK");
         Error::sqlite(path, &e)
     })
+}
+
+const INSERT_CHAIN: &str =
+    "INSERT INTO chains (family, chain_id, record_id_prefix) VALUES (?1, ?2, ?3)";
+
+/// Binds a new chain's record-id prefix to it (in the transaction of its first record),
+/// refusing a chain whose record ids another chain's already start with.
+fn claim_record_ids(conn: &Connection, family: Family, chain: &ChainId) -> Result<(), Step> {
+    let prefix = record::record_id_prefix(family, chain.as_str());
+    let prefix_text = String::from_utf8_lossy(&prefix);
+    let owner: Option<String> = conn
+        .prepare_cached("SELECT chain_id FROM chains WHERE family = ?1 AND record_id_prefix = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![family.as_str(), prefix_text], |r| r.get(0))
+                .optional()
+        })
+        .map_err(|e| Step::Fatal(db(&e)))?;
+    match owner {
+        Some(owner) if owner != chain.as_str() => Err(Step::Refused(store::record_ids_taken(
+            chain, &prefix, &owner,
+        ))),
+        Some(_) => Ok(()),
+        None => conn
+            .prepare_cached(INSERT_CHAIN)
+            .and_then(|mut s| s.execute(params![family.as_str(), chain.as_str(), prefix_text]))
+            .map(|_| ())
+            .map_err(|e| Step::Fatal(db(&e))),
+    }
 }
 
 impl SqliteStore {
@@ -413,7 +479,7 @@ impl SqliteStore {
         }
         if version.is_none() {
             let script = format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                "BEGIN IMMEDIATE; {SCHEMA} {CHAINS} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             );
             conn.execute_batch(&script).map_err(|e| {
                 let _ = conn.execute_batch("ROLLBACK");
@@ -1831,6 +1897,9 @@ fn append_evidence(
     let pending = tracker
         .check_sealed(&view, facts)
         .map_err(|f| Step::Refused(store::refused(&f)))?;
+    if seal.sequence == 0 {
+        claim_record_ids(conn, Family::Evidence, &entry.chain_id)?;
+    }
     if !index.is_empty() {
         insert_index_entries(conn, &index, &entry.chain_id, &view)?;
     }
@@ -1867,6 +1936,9 @@ fn append_journal(
     tracker
         .check_sealed_journal(&fields)
         .map_err(|f| Step::Refused(store::refused(&f)))?;
+    if seal.sequence == 0 {
+        claim_record_ids(conn, Family::Journal, &entry.chain_id)?;
+    }
     tracker.accept_sealed_journal(&fields, &seal.chain_hash);
     let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
     statements

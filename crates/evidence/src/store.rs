@@ -132,6 +132,17 @@ pub(crate) fn duplicate_key(existing: &OperationRef) -> EvidenceError {
     }
 }
 
+/// A new chain whose record ids would start like another chain's (a 64-bit prefix collision,
+/// which only a chain id chosen for it makes likely): refused, so record ids stay unique.
+pub(crate) fn record_ids_taken(chain: &ChainId, prefix: &[u8; 16], owner: &str) -> EvidenceError {
+    EvidenceError::Invalid {
+        message: format!(
+            "chain {chain}: its record ids (rec_{}…) would collide with those of chain {owner}; use another chain id",
+            String::from_utf8_lossy(prefix)
+        ),
+    }
+}
+
 pub(crate) fn approval_used(existing: &OperationRef) -> EvidenceError {
     EvidenceError::Invalid {
         message: format!(

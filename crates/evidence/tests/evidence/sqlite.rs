@@ -186,14 +186,29 @@ fn only_warden_stores_of_a_known_schema_version_open() {
     ));
 }
 
-/// A store of schema version 1 (this one's schema plus the `records_operation` index version 2
-/// dropped) is read as it is, and migrated in place by a writable open: no record changes.
+/// The record-id prefixes a store has bound, by family: (family, chain, prefix).
+fn bound_chains(path: &Path) -> Vec<(String, String, String)> {
+    let c = Connection::open(path).unwrap();
+    let mut s = c
+        .prepare("SELECT family, chain_id, record_id_prefix FROM chains ORDER BY family, chain_id")
+        .unwrap();
+    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A store of schema version 1 (this one's tables without `chains`, which version 3 added, and
+/// with the `records_operation` index version 2 dropped) is read as it is, and migrated in
+/// place by a writable open: no record changes, every stored chain's record ids are bound.
 #[test]
 fn a_version_1_store_is_read_and_migrated_without_changing_a_record() {
     let (_d, path) = closed_store("v1");
+    let expected = bound_chains(&path);
+    assert_eq!(expected.len(), 1, "{expected:?}");
     let c = Connection::open(&path).unwrap();
     c.execute_batch(
-        "CREATE INDEX records_operation ON records (chain_id, operation_id); PRAGMA user_version = 1;",
+        "DROP TABLE chains; CREATE INDEX records_operation ON records (chain_id, operation_id); PRAGMA user_version = 1;",
     )
     .unwrap();
     drop(c);
@@ -229,10 +244,12 @@ fn a_version_1_store_is_read_and_migrated_without_changing_a_record() {
     drop(reader);
     assert_eq!(file_bytes(&path), bytes);
     assert_eq!((version(&path), index_count(&path)), (1, 1));
-    // A writable open migrates: the index is gone, the version is the current one, every record
-    // (and so every chain hash) is byte-identical, and appends go on.
+    // A writable open migrates: the index is gone, the version is the current one, the stored
+    // chain's record ids are bound, every record (and so every chain hash) is byte-identical,
+    // and appends go on.
     let store = Arc::new(SqliteStore::open(&path).unwrap());
     assert_eq!(store.read_sync(&chain, None, usize::MAX).unwrap(), before);
+    assert_eq!(bound_chains(&path), expected);
     block_on(standard_chain(store.clone(), "v2"));
     drop(store);
     assert_eq!((version(&path), index_count(&path)), (SCHEMA_VERSION, 0));
@@ -497,4 +514,44 @@ fn a_busy_writer_restarts_its_wal() {
         .len();
     // Without restarts 3000 commits of a few pages each write well over 40 MB of frames.
     assert!(wal < 24 << 20, "the WAL grew to {wal} bytes");
+}
+
+/// A new chain whose record ids would start like another chain's is refused (a 64-bit prefix
+/// collision needs a chain id chosen for it; here the other chain's binding is written by hand),
+/// so record ids stay unique; the other chains append on.
+#[test]
+fn a_chain_whose_record_ids_another_chain_owns_is_refused() {
+    let (_d, path) = closed_store("owner");
+    let victim = ChainId::new("victim").unwrap();
+    let prefix = record_id_for(Family::Evidence, &victim, 0)
+        .unwrap()
+        .as_str()[4..20]
+        .to_owned();
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "INSERT INTO chains (family, chain_id, record_id_prefix) VALUES ('evidence', 'squatter', ?1)",
+            [&prefix],
+        )
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    let err = store.append_blocking(append("victim", 0)).unwrap_err();
+    assert!(
+        err.to_string().contains(&format!(
+            "(rec_{prefix}…) would collide with those of chain squatter"
+        )),
+        "{err}"
+    );
+    assert_eq!(store.head_sync(&victim).unwrap(), None);
+    // Refused whole: nothing of the victim was bound or written, and other chains append.
+    store.append_blocking(append("bystander", 0)).unwrap();
+    drop(store);
+    let bound = bound_chains(&path);
+    assert!(bound.iter().all(|(_, c, _)| c != "victim"), "{bound:?}");
+    assert!(
+        bound
+            .iter()
+            .any(|(f, c, _)| f == "evidence" && c == "bystander"),
+        "{bound:?}"
+    );
 }
