@@ -51,8 +51,9 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// This process's threads named `warden-evidence…`: name, user and system CPU in milliseconds
-/// (`/proc/self/task/*/stat`, in clock ticks of 10 ms).
-fn store_threads() -> Vec<(String, u64, u64)> {
+/// (`/proc/self/task/*/stat`, in clock ticks of 10 ms), and how long each waited, runnable, for
+/// a CPU (`schedstat`, second field).
+fn store_threads() -> Vec<(String, u64, u64, u64)> {
     let mut out = Vec::new();
     for task in std::fs::read_dir("/proc/self/task")
         .into_iter()
@@ -69,7 +70,12 @@ fn store_threads() -> Vec<(String, u64, u64)> {
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
         if name.starts_with("warden-evidence") && fields.len() > 12 {
             let ticks = |i: usize| fields[i].parse::<u64>().unwrap_or(0) * 10;
-            out.push((name.to_owned(), ticks(11), ticks(12)));
+            let waited = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .unwrap_or(0)
+                / 1_000_000;
+            out.push((name.to_owned(), ticks(11), ticks(12), waited));
         }
     }
     out
@@ -174,8 +180,10 @@ fn main() {
             }
             let elapsed = start.elapsed();
             // The store's threads (writer, checkpointer, notifier): user and system CPU so far.
-            for (name, user, system) in store_threads() {
-                eprintln!("{name}: {user} ms user, {system} ms system");
+            for (name, user, system, waited) in store_threads() {
+                eprintln!(
+                    "{name}: {user} ms user, {system} ms system, {waited} ms runnable but waiting for a CPU"
+                );
             }
             let (commits, records) = store.commit_stats();
             eprintln!(

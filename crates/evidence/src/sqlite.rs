@@ -1418,6 +1418,9 @@ struct Statements<'c> {
     conn: &'c Connection,
     records: Vec<PendingRow>,
     journal: Vec<PendingRow>,
+    /// Rows inserted, kept until the commit so that freeing them (a dozen allocations each, made
+    /// on the appenders' threads) happens off the writer for large groups.
+    spent: Vec<PendingRow>,
     /// Prepared statements: (table, rows) for the chunk and the single-row inserts.
     chunk: [Option<CachedStatement<'c>>; 2],
     single: [Option<CachedStatement<'c>>; 2],
@@ -1429,6 +1432,7 @@ impl<'c> Statements<'c> {
             conn,
             records: Vec::with_capacity(ROWS_PER_INSERT),
             journal: Vec::new(),
+            spent: Vec::new(),
             chunk: [None, None],
             single: [None, None],
         }
@@ -1481,7 +1485,7 @@ impl<'c> Statements<'c> {
         }
         // Keep the buffer's allocation for the next chunk.
         let mut rows = rows;
-        rows.clear();
+        self.spent.append(&mut rows);
         match family {
             Family::Evidence => self.records = rows,
             Family::Journal => self.journal = rows,
@@ -1567,29 +1571,32 @@ fn answer(answers: Answers) {
 }
 
 /// Sends the answers of large group commits from its own thread, in the order the groups
-/// committed; the writer hands it each group once the group's commit is durable.
+/// committed, and then frees the groups' rows; the writer hands it each group once the group's
+/// commit is durable.
 struct Notifier {
-    sender: mpsc::Sender<Answers>,
+    sender: mpsc::Sender<(Answers, Vec<PendingRow>)>,
     handle: JoinHandle<()>,
 }
 
 impl Notifier {
     fn start() -> std::io::Result<Self> {
-        let (sender, groups) = mpsc::channel::<Answers>();
+        let (sender, groups) = mpsc::channel::<(Answers, Vec<PendingRow>)>();
         let handle = std::thread::Builder::new()
             .name("warden-evidence-receipts".into())
             .spawn(move || {
-                while let Ok(answers) = groups.recv() {
+                while let Ok((answers, spent)) = groups.recv() {
                     answer(answers);
+                    drop(spent);
                 }
             })?;
         Ok(Self { sender, handle })
     }
 
-    fn deliver(&self, answers: Answers) {
-        if let Err(e) = self.sender.send(answers) {
+    /// Answers a group's appenders, then frees its inserted rows.
+    fn deliver(&self, answers: Answers, spent: Vec<PendingRow>) {
+        if let Err(e) = self.sender.send((answers, spent)) {
             // The thread is gone (it cannot be while the writer runs): answer here.
-            answer(e.0);
+            answer(e.0.0);
         }
     }
 
@@ -1680,7 +1687,7 @@ impl Writer {
             !touched.contains(chain) && touched.insert(chain.clone())
         };
         let mut fatal: Option<EvidenceError> = None;
-        {
+        let spent = {
             let mut statements = Statements::new(&self.conn);
             for job in jobs {
                 let r = match job.op {
@@ -1708,7 +1715,8 @@ impl Writer {
             {
                 fatal = Some(db(&e));
             }
-        }
+            std::mem::take(&mut statements.spent)
+        };
         let started = Instant::now();
         let committed = match fatal {
             Some(e) => Err(e),
@@ -1754,8 +1762,11 @@ impl Writer {
             self.notifier = Notifier::start().ok();
         }
         match &self.notifier {
-            Some(n) if answers.len() >= BACKGROUND_GROUP as usize => n.deliver(answers),
-            _ => answer(answers),
+            Some(n) if answers.len() >= BACKGROUND_GROUP as usize => n.deliver(answers, spent),
+            _ => {
+                answer(answers);
+                drop(spent);
+            }
         }
         // Groups of many appends (concurrent appenders): checkpoint in the background from now
         // on, so commits stop paying for checkpoints. A lone appender's small commits keep
