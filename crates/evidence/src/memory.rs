@@ -140,7 +140,9 @@ impl Indexes {
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    chains: RwLock<BTreeMap<ChainId, Mutex<Chain>>>,
+    /// Each chain's state in its own allocation, so appenders of neighbouring chains do not
+    /// write to the same cache lines.
+    chains: RwLock<BTreeMap<ChainId, Box<Mutex<Chain>>>>,
     journals: Mutex<BTreeMap<ChainId, Journal>>,
     indexes: Mutex<Indexes>,
 }
@@ -167,12 +169,12 @@ impl MemoryStore {
         }
         let mut chains = self.chains.write().unwrap_or_else(PoisonError::into_inner);
         let chain = chains.entry(chain_id.clone()).or_insert_with(|| {
-            Mutex::new(Chain {
+            Box::new(Mutex::new(Chain {
                 records: Vec::new(),
                 policy: None,
                 operation: None,
                 tracker: ChainTracker::new(Family::Evidence, chain_id.clone()),
-            })
+            }))
         });
         f(chain.get_mut().unwrap_or_else(PoisonError::into_inner))
     }
