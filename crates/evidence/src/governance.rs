@@ -27,11 +27,11 @@
 //! can follow; [`GovernedRecorder::take_unacknowledged`] closes it with its one terminal record
 //! (or [`GovernedRecorder::recover`] does, after a restart).
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde_json::{Value, json};
 use warden_contracts::{
     AppendReceipt, ApprovalId, ApprovalReceipt, ChainHead, ChainId, Digest, Disposition,

@@ -1,13 +1,12 @@
 //! The in-memory store: the reference backend (and the fastest), nothing durable.
 
 use std::collections::BTreeMap;
-
-use foldhash::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
+use foldhash::HashMap;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
     EvidenceRecord, EvidenceStore, HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,

@@ -976,7 +976,7 @@ impl PrefixState for &mut blake3::Hasher {
 
 /// The prefix's text, hashed when the append is sealed, by the sealing thread's hasher: an
 /// append queued for the SQLite writer holds its ~600 bytes, not a ~2 KiB hasher state (a burst
-/// of queued appends is bound by the memory it touches, not by the writer's hashing).
+/// of thousands of queued appends touches a third of the memory; docs/benchmarks.md).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PrefixText(Vec<u8>);
 

@@ -26,7 +26,6 @@
 //! Schema (version [`SCHEMA_VERSION`], `PRAGMA application_id` [`APPLICATION_ID`]): see
 //! docs/evidence.md. The `records` table has one column per record field (*contract*).
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -36,6 +35,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
 use rusqlite::{CachedStatement, Connection, OpenFlags, OptionalExtension, Row, Statement, params};

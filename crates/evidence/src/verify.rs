@@ -23,7 +23,6 @@
 //! ([`VerificationFailure::HeadMismatch`]).
 
 use foldhash::{HashMap, HashSet};
-
 use serde_json::Value;
 use warden_contracts::{
     ChainHead, ChainId, Digest, EvidenceRecord, HASH_ALGORITHM, OperationId, RecordId, RecordType,
