@@ -1539,6 +1539,28 @@ impl OperationHandle {
         &self.recorder
     }
 
+    /// Appends one of this operation's non-terminal records. A record that is durable although
+    /// its append reported an error still counts (for the reducer, recovery and the boundary's
+    /// counts): it comes back with that error, for the caller to report once it has counted it.
+    async fn append_counted(
+        &self,
+        record_type: RecordType,
+        payload: Value,
+    ) -> Result<(AppendReceipt, Option<GovernanceError>), GovernanceError> {
+        match self
+            .recorder()
+            .append_raw(record_type, Some(&self.operation_id), payload, None, false)
+            .await
+        {
+            Ok(r) => Ok((r, None)),
+            Err(Unrecorded {
+                error,
+                durable: Some(r),
+            }) => Ok((r, Some(error))),
+            Err(Unrecorded { error, .. }) => Err(error),
+        }
+    }
+
     /// Appends one `gate_evaluated` (stage 11: as each evaluation is produced).
     pub async fn gate(&mut self, g: GateEvaluation) -> Result<AppendReceipt, GovernanceError> {
         let payload = payload::to_value(&payload::GateEvaluated {
@@ -1557,25 +1579,10 @@ impl OperationHandle {
             arguments_digest: g.arguments_digest.clone(),
             recheck: g.recheck,
         });
-        let appended = self
-            .recorder()
-            .append_raw(
-                RecordType::GateEvaluated,
-                Some(&self.operation_id),
-                payload,
-                None,
-                false,
-            )
-            .await;
         // A durable gate counts for the reducer and recovery even when its append failed.
-        let (r, failed) = match appended {
-            Ok(r) => (r, None),
-            Err(Unrecorded {
-                error,
-                durable: Some(r),
-            }) => (r, Some(error)),
-            Err(Unrecorded { error, .. }) => return Err(error),
-        };
+        let (r, failed) = self
+            .append_counted(RecordType::GateEvaluated, payload)
+            .await?;
         let fact = GateFact {
             record_id: r.record_id.clone(),
             level: g.level,
@@ -1613,26 +1620,11 @@ impl OperationHandle {
             expires_at: e.expires_at,
             arguments_digest: e.arguments_digest.clone(),
         });
-        let appended = self
-            .recorder()
-            .append_raw(
-                RecordType::ExceptionGranted,
-                Some(&self.operation_id),
-                payload,
-                None,
-                false,
-            )
-            .await;
         // A durable exception counts (the boundary's `task_closed` counts it) even when its
         // append failed.
-        let (r, failed) = match appended {
-            Ok(r) => (r, None),
-            Err(Unrecorded {
-                error,
-                durable: Some(r),
-            }) => (r, Some(error)),
-            Err(Unrecorded { error, .. }) => return Err(error),
-        };
+        let (r, failed) = self
+            .append_counted(RecordType::ExceptionGranted, payload)
+            .await?;
         self.excepted.push(e.gate_record_id.clone());
         let mut st = lock(&self.recorder.inner.state);
         st.exceptions += 1;

@@ -1195,25 +1195,13 @@ impl ActionExecutor {
 
         // 6–8. Session gate, intrinsic guards, policy and security hooks on the request's
         // arguments (each evaluation recorded as it is produced, when governed).
-        let site = match gate_site(progress.gov, &args, false) {
-            Ok(s) => s,
-            Err(reason) => {
-                return self.refuse(
-                    trace,
-                    Stage::SessionGate,
-                    request,
-                    reason,
-                    "evidence",
-                    false,
-                );
-            }
-        };
-        if let Some(ended) = self
-            .gate_and_guards(trace, &plan, request, context, &args, false, site.as_ref())
+        let site = match self
+            .gates_pass(trace, progress.gov, &plan, request, context, &args, false)
             .await
         {
-            return ended;
-        }
+            Ok(site) => site,
+            Err(ended) => return ended,
+        };
         trace.ran(Stage::Authorize);
         let mut approved: Vec<ApprovalId> = Vec::new();
         let mut changed = false;
@@ -1324,25 +1312,13 @@ impl ActionExecutor {
                 ReasonCode::Transform,
             );
             trace.ran(Stage::Reauthorize);
-            let site = match gate_site(progress.gov, &args, true) {
-                Ok(s) => s,
-                Err(reason) => {
-                    return self.refuse(
-                        trace,
-                        Stage::Reauthorize,
-                        request,
-                        reason,
-                        "evidence",
-                        false,
-                    );
-                }
-            };
-            if let Some(ended) = self
-                .gate_and_guards(trace, &plan, request, context, &args, true, site.as_ref())
+            let site = match self
+                .gates_pass(trace, progress.gov, &plan, request, context, &args, true)
                 .await
             {
-                return ended;
-            }
+                Ok(site) => site,
+                Err(ended) => return ended,
+            };
             match self
                 .authorize(&plan, request, context, &args, &pass, true, site.as_ref())
                 .await
@@ -1697,6 +1673,37 @@ impl ActionExecutor {
 
     /// The session gate (first pass: its own stage) and intrinsic guards, each evaluation
     /// recorded as a hard gate when governed.
+    /// Stages 6–8 on `args` (`recheck`: again, after a transform; a failure to digest them is
+    /// refused at the session gate, or at re-authorization): the site the evaluations are
+    /// recorded at when governed, once the session gate, the guards, the policy and the security
+    /// hooks let the call through; `Err` is how the call ended.
+    #[allow(clippy::too_many_arguments)]
+    async fn gates_pass<'g>(
+        &self,
+        trace: &Trace<'_>,
+        gov: Option<GovRun<'g>>,
+        plan: &ExecutionPlan,
+        request: &ExecutionRequest,
+        context: &ExecutionContext,
+        args: &Map<String, Value>,
+        recheck: bool,
+    ) -> Result<Option<GateSite<'g>>, Ended> {
+        let stage = if recheck {
+            Stage::Reauthorize
+        } else {
+            Stage::SessionGate
+        };
+        let site = gate_site(gov, args, recheck)
+            .map_err(|reason| self.refuse(trace, stage, request, reason, "evidence", false))?;
+        match self
+            .gate_and_guards(trace, plan, request, context, args, recheck, site.as_ref())
+            .await
+        {
+            Some(ended) => Err(ended),
+            None => Ok(site),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn gate_and_guards(
         &self,
