@@ -496,7 +496,7 @@ impl SqliteStore {
             .map_err(|e| Error::sqlite(&path, &e))?;
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Stats::default());
-        // A group commit's dirty pages (up to `max_batch` records and their three indexes) fit
+        // A group commit's dirty pages (up to `max_batch` records and their index entries) fit
         // in the page cache, so none is spilled to the WAL early and written twice.
         conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
             .map_err(|e| Error::sqlite(&path, &e))?;
