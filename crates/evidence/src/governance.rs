@@ -819,27 +819,9 @@ impl GovernedRecorder {
         payload: Value,
         call_executed: bool,
     ) -> Result<AppendReceipt, GovernanceError> {
-        self.append_with(record_type, operation_id, payload, None, call_executed)
+        self.append_raw(record_type, operation_id, payload, None, call_executed)
             .await
-    }
-
-    async fn append_with(
-        &self,
-        record_type: RecordType,
-        operation_id: Option<&OperationId>,
-        payload: Value,
-        supersedes: Option<RecordId>,
-        call_executed: bool,
-    ) -> Result<AppendReceipt, GovernanceError> {
-        self.append_raw(
-            record_type,
-            operation_id,
-            payload,
-            supersedes,
-            call_executed,
-        )
-        .await
-        .map_err(|u| u.error)
+            .map_err(|u| u.error)
     }
 
     /// Appends one record. A failure says whether the record is durable nonetheless: the
@@ -1369,7 +1351,7 @@ impl GovernedRecorder {
             reason: label(reason)?,
             corrected_payload,
         });
-        self.append_with(
+        self.append_raw(
             RecordType::RecordSuperseded,
             superseded.operation_id.as_ref(),
             payload,
@@ -1377,6 +1359,7 @@ impl GovernedRecorder {
             false,
         )
         .await
+        .map_err(|u| u.error)
     }
 }
 
