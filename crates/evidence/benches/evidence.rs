@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{
+    BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use warden_contracts::*;
 use warden_evidence::*;
 
@@ -78,6 +80,44 @@ fn memory(c: &mut Criterion) {
             });
             store
         });
+    });
+    // Two appenders on one chain, as concurrent operations of one task append through the
+    // recorder: each prepares its records outside the lock that orders the chain's appends (a
+    // mutex holding the next sequence, as the recorder's), then appends at the sequence it
+    // assigns. Each appender owns whole operations, so every operation's records are in order.
+    // The appends are moved in (cloned untimed), so dropping each payload's value is timed here,
+    // which `append_10k_records` (appending borrowed appends) does not time.
+    let mut owners: Vec<Vec<EvidenceAppend>> = vec![Vec::new(), Vec::new()];
+    let mut shared = appends("mem-shared", 2 * n + 1).into_iter();
+    let genesis = shared.next().unwrap();
+    for e in shared {
+        owners[(e.expected_sequence.div_ceil(4) % 2) as usize].push(e);
+    }
+    g.throughput(Throughput::Elements(2 * n as u64));
+    g.bench_function("two_appenders_one_chain_20k_records", |b| {
+        b.iter_batched(
+            || owners.clone(),
+            |owners| {
+                let store = MemoryStore::new();
+                store.append_sync(&genesis).unwrap();
+                let next = std::sync::Mutex::new(1u64);
+                std::thread::scope(|s| {
+                    for entries in owners {
+                        let (store, next) = (&store, &next);
+                        s.spawn(move || {
+                            for e in entries {
+                                let prepared = store.prepare(e);
+                                let mut next = next.lock().unwrap();
+                                black_box(store.append_prepared_sync(prepared, *next).unwrap());
+                                *next += 1;
+                            }
+                        });
+                    }
+                });
+                store
+            },
+            BatchSize::PerIteration,
+        );
     });
     g.throughput(Throughput::Elements(n as u64));
     g.bench_function("verify_10k_records", |b| {

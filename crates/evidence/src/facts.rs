@@ -222,6 +222,24 @@ impl Checked<'_> {
     }
 }
 
+/// What a checked payload's facts are read from: a [`Checked`] payload, or facts owned.
+pub(crate) trait HasFacts {
+    /// The facts.
+    fn facts(&self) -> Facts<&str>;
+}
+
+impl HasFacts for Checked<'_> {
+    fn facts(&self) -> Facts<&str> {
+        Checked::facts(self)
+    }
+}
+
+impl HasFacts for Facts<String> {
+    fn facts(&self) -> Facts<&str> {
+        self.as_str()
+    }
+}
+
 /// Checks `value` as the payload of `record_type` (exactly what [`payload::parse`] accepts; its
 /// error when refused).
 pub(crate) fn check(record_type: RecordType, value: &Value) -> Result<Checked<'_>, String> {

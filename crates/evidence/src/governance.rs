@@ -852,6 +852,23 @@ impl GovernedRecorder {
                 .map_err(|e| lost(fail(e)))?;
             lock(&inner.state).next = head.map_or(0, |h| h.sequence + 1);
         }
+        // Prepared before the recorder's lock (the payload's check, canonical text and digest,
+        // and as much of the chain hash as the store can take): concurrent operations of one
+        // boundary prepare in parallel; only the sequence and sealing are serial. So the time
+        // is read before the record has its sequence, and two concurrent operations' records
+        // can be a few microseconds out of time order.
+        let b = &inner.binding;
+        let prepared = inner.store.prepare(EvidenceAppend {
+            chain_id: b.chain_id.clone(),
+            record_type,
+            operation_id: operation_id.cloned(),
+            expected_sequence: 0,
+            policy_id: b.policy.policy_id.clone(),
+            policy_version: b.policy.version.clone(),
+            payload,
+            supersedes_record_id: supersedes,
+            created_at: inner.clock.now(),
+        });
         let (pending, sequence) = {
             let mut st = lock(&inner.state);
             if st.closed {
@@ -861,19 +878,7 @@ impl GovernedRecorder {
             }
             let sequence = st.next;
             st.next += 1;
-            let b = &inner.binding;
-            let pending = inner.store.append(EvidenceAppend {
-                chain_id: b.chain_id.clone(),
-                record_type,
-                operation_id: operation_id.cloned(),
-                expected_sequence: sequence,
-                policy_id: b.policy.policy_id.clone(),
-                policy_version: b.policy.version.clone(),
-                payload,
-                supersedes_record_id: supersedes,
-                created_at: inner.clock.now(),
-            });
-            (pending, sequence)
+            (inner.store.append_prepared(prepared, sequence), sequence)
         };
         match pending.await {
             Ok(receipt) => match fault::point("governed.after_append") {

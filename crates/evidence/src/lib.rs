@@ -97,7 +97,7 @@ pub use sqlite::{
     APPLICATION_ID, DEFAULT_PATH, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SqliteOptions,
     SqliteReader, SqliteStore, Synchronous,
 };
-pub use store::{GovernedStore, JournalStore, OperationRef};
+pub use store::{AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend};
 pub use verify::{
     ChainRecord, ChainTracker, Expected, FailureDetail, Lifecycle, OpenOperation, Report,
     verify_records,

@@ -13,10 +13,12 @@ use warden_contracts::{
     VerificationResult,
 };
 
-use crate::facts::Checked;
+use crate::facts::HasFacts;
 use crate::journal::{self, JournalAppend, JournalRecord};
-use crate::record::{self, AppendFields, DigestText, Family, Prepared};
-use crate::store::{self, GovernedStore, JournalStore, OperationRef};
+use crate::record::{self, AppendFields, DigestText, Family, Prefix, PrefixState, Prepared};
+use crate::store::{
+    self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend,
+};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
 #[derive(Debug)]
@@ -203,12 +205,25 @@ impl MemoryStore {
         })
     }
 
+    /// Appends an append prepared by [`GovernedStore::prepare`] at `expected_sequence`
+    /// (synchronously): only sealing and the chain's checks hold the chain's lock.
+    pub fn append_prepared_sync(
+        &self,
+        append: PreparedAppend,
+        expected_sequence: u64,
+    ) -> Result<AppendReceipt, EvidenceError> {
+        let (entry, prepared) = append.place(expected_sequence);
+        self.with_chain(&entry.chain_id, |chain| {
+            self.append_to(chain, &entry, prepared)
+        })
+    }
+
     /// The part of an append that holds its chain's lock.
-    fn append_to(
+    fn append_to<H: PrefixState, F: HasFacts>(
         &self,
         chain: &mut Chain,
         entry: &EvidenceAppend,
-        mut prepared: Result<(Prepared<&mut blake3::Hasher>, Checked<'_>), EvidenceError>,
+        mut prepared: Result<(Prepared<H>, F), EvidenceError>,
     ) -> Result<AppendReceipt, EvidenceError> {
         let a = AppendFields::evidence(entry);
         let seal = record::seal_on(
@@ -374,6 +389,16 @@ impl EvidenceStore for MemoryStore {
 
 #[async_trait]
 impl GovernedStore for MemoryStore {
+    /// Prepares on the caller's thread, the prefix of the chain hash already hashed.
+    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
+        PreparedAppend::new(entry, Prefix::hashed())
+    }
+
+    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        let result = self.append_prepared_sync(append, expected_sequence);
+        Box::pin(async move { result })
+    }
+
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
         Ok(self.chain_ids())
     }

@@ -974,24 +974,58 @@ impl PrefixState for &mut blake3::Hasher {
     }
 }
 
-/// The prefix's text, hashed when the append is sealed, by the sealing thread's hasher: an
-/// append queued for the SQLite writer holds its ~600 bytes, not a ~2 KiB hasher state (a burst
-/// of thousands of queued appends touches a third of the memory; docs/benchmarks.md).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PrefixText(Vec<u8>);
+/// The hash input's prefix as a prepared append keeps it until it is sealed.
+#[derive(Debug, Clone)]
+pub(crate) enum Prefix {
+    /// The prefix's text, hashed when the append is sealed, by the sealing thread's hasher: an
+    /// append queued for the SQLite writer holds its ~600 bytes, not a ~2 KiB hasher state (a
+    /// burst of thousands of queued appends touches a third of the memory; docs/benchmarks.md).
+    Text(Vec<u8>),
+    /// The prefix already hashed, on the thread that prepared the append: the in-memory store
+    /// prepares outside the lock that orders a chain's appends, so that under it only the
+    /// suffix is hashed.
+    Hashed(Box<blake3::Hasher>),
+}
 
-impl PrefixState for PrefixText {
+impl Default for Prefix {
+    fn default() -> Self {
+        Self::Text(Vec::new())
+    }
+}
+
+impl Prefix {
+    /// A prefix to be hashed when it is taken.
+    pub(crate) fn hashed() -> Self {
+        Self::Hashed(Box::default())
+    }
+}
+
+impl PrefixState for Prefix {
     fn start(&mut self, prefix: &[u8]) {
-        self.0.clear();
-        self.0.extend_from_slice(prefix);
+        match self {
+            Self::Text(text) => {
+                text.clear();
+                text.extend_from_slice(prefix);
+            }
+            Self::Hashed(hasher) => {
+                hasher.reset();
+                hasher.update(prefix);
+            }
+        }
     }
     fn finish(&mut self, suffix: &[u8]) -> blake3::Hash {
-        with_hasher(|hasher| {
-            hasher.reset();
-            hasher.update(&self.0);
-            hasher.update(suffix);
-            hasher.finalize()
-        })
+        match self {
+            Self::Text(text) => with_hasher(|hasher| {
+                hasher.reset();
+                hasher.update(text);
+                hasher.update(suffix);
+                hasher.finalize()
+            }),
+            Self::Hashed(hasher) => {
+                hasher.update(suffix);
+                hasher.finalize()
+            }
+        }
     }
 }
 
@@ -1010,28 +1044,20 @@ pub(crate) fn with_hasher<T>(f: impl FnOnce(&mut blake3::Hasher) -> T) -> T {
     })
 }
 
-/// The head-independent part of sealing an append: its payload's canonical JSON text and digest,
-/// its record id, and the hash input's prefix in `H` ([`PrefixState`]). The SQLite store prepares
-/// on the appender's thread, so its single writer only writes and hashes what depends on the
-/// chain's head.
+/// The part of sealing an append that depends neither on the chain's head nor on the append's
+/// sequence: its payload's canonical JSON text and digest, and the hash input's prefix in `H`
+/// ([`PrefixState`]). It can be made before the append has its place in the chain, outside any
+/// lock ([`crate::PreparedAppend`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Prepared<H = PrefixText> {
+pub(crate) struct Canonical<H = Prefix> {
     pub(crate) json: String,
     pub(crate) digest: DigestText,
     prefix: H,
-    /// The id of the record at the append's expected sequence (sealing refuses any other).
-    pub(crate) record_id: RecordId,
 }
 
-impl Prepared {
-    pub(crate) fn new(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
-        Self::with_hasher(a, value, PrefixText::default())
-    }
-}
-
-impl<H: PrefixState> Prepared<H> {
-    /// Prepares with `hasher`, which is reset first.
-    pub(crate) fn with_hasher(
+impl<H: PrefixState> Canonical<H> {
+    /// Canonicalizes `value` and takes the hash input's prefix into `hasher` (reset first).
+    pub(crate) fn new(
         a: &AppendFields<'_>,
         value: &Value,
         mut hasher: H,
@@ -1068,9 +1094,48 @@ impl<H: PrefixState> Prepared<H> {
                 json,
                 digest,
                 prefix: hasher,
-                record_id: record_id_for(a.family, a.chain_id, a.expected_sequence)?,
             })
         })
+    }
+
+    /// Gives the append the id of the record at its sequence.
+    pub(crate) fn place(self, record_id: RecordId) -> Prepared<H> {
+        Prepared {
+            json: self.json,
+            digest: self.digest,
+            prefix: self.prefix,
+            record_id,
+        }
+    }
+}
+
+/// The head-independent part of sealing an append ([`Canonical`]) with the id of the record at
+/// the append's expected sequence. The SQLite store prepares on the appender's thread, so its
+/// single writer only writes and hashes what depends on the chain's head.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared<H = Prefix> {
+    pub(crate) json: String,
+    pub(crate) digest: DigestText,
+    prefix: H,
+    /// The id of the record at the append's expected sequence (sealing refuses any other).
+    pub(crate) record_id: RecordId,
+}
+
+impl Prepared {
+    pub(crate) fn new(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
+        Self::with_hasher(a, value, Prefix::default())
+    }
+}
+
+impl<H: PrefixState> Prepared<H> {
+    /// Prepares with `hasher`, which is reset first.
+    pub(crate) fn with_hasher(
+        a: &AppendFields<'_>,
+        value: &Value,
+        hasher: H,
+    ) -> Result<Self, EvidenceError> {
+        let canonical = Canonical::new(a, value, hasher)?;
+        Ok(canonical.place(record_id_for(a.family, a.chain_id, a.expected_sequence)?))
     }
 }
 
@@ -1079,11 +1144,31 @@ impl<H: PrefixState> Prepared<H> {
 /// and sealed as far as it can be without the chain's head.
 pub(crate) type PreparedEvidence = Result<(Prepared, Facts<String>), EvidenceError>;
 
+/// An evidence append's payload checked and canonicalized before the append has a sequence.
+pub(crate) type CanonicalEvidence = Result<(Canonical, Facts<String>), EvidenceError>;
+
+/// Checks an evidence append's payload against its type's schema and canonicalizes it, taking
+/// the hash input's prefix into `prefix`.
+pub(crate) fn canonical_evidence(entry: &EvidenceAppend, prefix: Prefix) -> CanonicalEvidence {
+    let checked = check_payload(entry)?;
+    let canonical = Canonical::new(&AppendFields::evidence(entry), &entry.payload, prefix)?;
+    Ok((canonical, checked.facts().to_owned()))
+}
+
+fn check_payload(entry: &EvidenceAppend) -> Result<Checked<'_>, EvidenceError> {
+    facts::check(entry.record_type, &entry.payload).map_err(|e| {
+        invalid(format!(
+            "{} payload: {e}",
+            record_type_str(entry.record_type)
+        ))
+    })
+}
+
 /// Checks an evidence append's payload against its type's schema and prepares it.
 pub(crate) fn prepare_evidence(
     entry: &EvidenceAppend,
 ) -> Result<(Prepared, Checked<'_>), EvidenceError> {
-    prepare_evidence_with(entry, PrefixText::default())
+    prepare_evidence_with(entry, Prefix::default())
 }
 
 /// [`prepare_evidence`] with a given hasher (reset first).
@@ -1091,12 +1176,7 @@ pub(crate) fn prepare_evidence_with<H: PrefixState>(
     entry: &EvidenceAppend,
     hasher: H,
 ) -> Result<(Prepared<H>, Checked<'_>), EvidenceError> {
-    let checked = facts::check(entry.record_type, &entry.payload).map_err(|e| {
-        invalid(format!(
-            "{} payload: {e}",
-            record_type_str(entry.record_type)
-        ))
-    })?;
+    let checked = check_payload(entry)?;
     Ok((
         Prepared::with_hasher(&AppendFields::evidence(entry), &entry.payload, hasher)?,
         checked,

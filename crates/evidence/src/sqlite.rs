@@ -49,8 +49,12 @@ use warden_contracts::{
 use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
-use crate::record::{self, AppendFields, Family, Prepared, PreparedEvidence, Record, RecordKind};
-use crate::store::{self, GovernedStore, IndexEntries, JournalStore, OperationRef};
+use crate::record::{
+    self, AppendFields, Family, Prefix, Prepared, PreparedEvidence, Record, RecordKind,
+};
+use crate::store::{
+    self, AppendFuture, GovernedStore, IndexEntries, JournalStore, OperationRef, PreparedAppend,
+};
 use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
 
 /// The embedded default store, relative to the working directory.
@@ -285,6 +289,12 @@ impl JobOp {
     fn evidence(mut entry: EvidenceAppend) -> Self {
         let prepared = record::prepare_evidence(&entry)
             .map(|(prepared, checked)| (prepared, checked.facts().to_owned()));
+        entry.payload = serde_json::Value::Null;
+        Self::Evidence(entry, prepared)
+    }
+
+    fn prepared(append: PreparedAppend, expected_sequence: u64) -> Self {
+        let (mut entry, prepared) = append.place(expected_sequence);
         entry.payload = serde_json::Value::Null;
         Self::Evidence(entry, prepared)
     }
@@ -587,6 +597,20 @@ impl SqliteStore {
         }
     }
 
+    /// [`SqliteStore::append_queued`] for an append prepared by [`GovernedStore::prepare`], at
+    /// `expected_sequence`.
+    pub fn append_prepared_queued(
+        &self,
+        append: PreparedAppend,
+        expected_sequence: u64,
+    ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
+        let rx = self.submit(JobOp::prepared(append, expected_sequence));
+        async move {
+            rx.await
+                .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
+        }
+    }
+
     /// Appends and blocks until the commit is durable (not from inside an async runtime).
     pub fn append_blocking(&self, entry: EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
         self.submit(JobOp::evidence(entry))
@@ -716,6 +740,15 @@ impl EvidenceStore for SqliteStore {
 
 #[async_trait]
 impl GovernedStore for SqliteStore {
+    /// Prepares on the caller's thread; the chain hash's prefix is kept as text for the writer.
+    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
+        PreparedAppend::new(entry, Prefix::default())
+    }
+
+    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        Box::pin(self.append_prepared_queued(append, expected_sequence))
+    }
+
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
         self.chain_ids()
     }

@@ -1,15 +1,19 @@
 //! What both backends offer beyond the contracts port: chain enumeration, the durable indexes
 //! governed execution needs (idempotency keys, single-use approvals) and the journal.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use warden_contracts::{
-    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceError, EvidenceStore,
-    OperationId, RecordId,
+    AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
+    EvidenceStore, OperationId, RecordId,
 };
 
 use crate::facts::Facts;
 use crate::journal::{JournalAppend, JournalRecord};
+use crate::record::{self, CanonicalEvidence, Family, Prefix, PreparedEvidence};
 use crate::verify::{Expected, FailureDetail, Report};
 
 /// The `operation_started` record an idempotency key or an approval is bound to.
@@ -25,13 +29,35 @@ pub struct OperationRef {
     pub sequence: u64,
 }
 
+/// The future an append returns: its receipt, once the record is durable.
+pub type AppendFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'a>>;
+
 /// The evidence-store port plus what governed execution and the CLI need from a backend.
 ///
 /// Both indexes are written in the same transaction as the `operation_started` record that
 /// carries them, and a second use of either is refused at append ([`EvidenceError::Invalid`]),
 /// so they are exactly as durable as the evidence.
+///
+/// Appenders that share a chain can split an append in two: [`GovernedStore::prepare`] outside
+/// the lock that orders their appends (the payload's check, canonical text and digest, and for
+/// the in-memory store most of the chain hash), then [`GovernedStore::append_prepared`] under it,
+/// at the sequence the lock assigns. The result is the same record as [`EvidenceStore::append`]
+/// makes; only the serial part is shorter.
 #[async_trait]
 pub trait GovernedStore: EvidenceStore {
+    /// Prepares an append before it has a place in its chain (its `expected_sequence` is
+    /// ignored). A store without a prepare step defers the work to
+    /// [`GovernedStore::append_prepared`].
+    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
+        PreparedAppend::deferred(entry)
+    }
+    /// Appends a prepared append at `expected_sequence`, exactly as [`EvidenceStore::append`]
+    /// appends it: the append is made (queued, for the SQLite store) when this is called, and the
+    /// future resolves once the record is durable.
+    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        self.append(append.into_append(expected_sequence))
+    }
     /// Every evidence chain, sorted.
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError>;
     /// The operation an idempotency key (its digest) is bound to.
@@ -50,6 +76,95 @@ pub trait GovernedStore: EvidenceStore {
         chain: &ChainId,
         expected: &Expected,
     ) -> Result<Report, EvidenceError>;
+}
+
+/// An evidence append prepared before it has its place in its chain
+/// ([`GovernedStore::prepare`]): its payload checked against its type's schema, canonicalized and
+/// digested, and the part of its chain hash that does not depend on the chain's head taken (as
+/// text, or for the in-memory store already hashed). A payload the check refuses is refused when
+/// the append is made, after its sequence is checked, as [`EvidenceStore::append`] refuses it.
+#[derive(Debug)]
+pub struct PreparedAppend {
+    /// The append; its payload value is dropped once it is canonicalized.
+    entry: EvidenceAppend,
+    /// `None`: not prepared (the store prepares it when it is appended).
+    canonical: Option<CanonicalEvidence>,
+}
+
+impl PreparedAppend {
+    /// An append left for the store to prepare when it is appended.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use warden_contracts::{ChainId, EvidenceAppend, RecordType, Timestamp};
+    /// use warden_evidence::PreparedAppend;
+    ///
+    /// let entry = EvidenceAppend {
+    ///     chain_id: ChainId::new("task-1").unwrap(),
+    ///     record_type: RecordType::CallableCompleted,
+    ///     operation_id: None,
+    ///     expected_sequence: 0,
+    ///     policy_id: "p".into(),
+    ///     policy_version: "1".into(),
+    ///     payload: json!({"duration_ms": 3}),
+    ///     supersedes_record_id: None,
+    ///     created_at: Timestamp(1),
+    /// };
+    /// let append = PreparedAppend::deferred(entry.clone()).into_append(7);
+    /// assert_eq!(append.expected_sequence, 7);
+    /// assert_eq!(append.payload, entry.payload);
+    /// ```
+    pub fn deferred(entry: EvidenceAppend) -> Self {
+        Self {
+            entry,
+            canonical: None,
+        }
+    }
+
+    /// Prepares `entry`, keeping the hash input's prefix as `prefix` holds it.
+    pub(crate) fn new(mut entry: EvidenceAppend, prefix: Prefix) -> Self {
+        let canonical = record::canonical_evidence(&entry, prefix);
+        if canonical.is_ok() {
+            // The canonical text stands for it from here on (`into_append` parses it back).
+            entry.payload = serde_json::Value::Null;
+        }
+        Self {
+            entry,
+            canonical: Some(canonical),
+        }
+    }
+
+    /// The plain append at `expected_sequence`, its payload restored (for a store that appends
+    /// it as any other).
+    pub fn into_append(self, expected_sequence: u64) -> EvidenceAppend {
+        let mut entry = self.entry;
+        entry.expected_sequence = expected_sequence;
+        if let Some(Ok((canonical, _))) = &self.canonical {
+            // Canonical JSON parses back to the value it was made from; should it not, a null
+            // payload is refused at append (fails closed).
+            entry.payload =
+                record::parse_canonical(&canonical.json).unwrap_or(serde_json::Value::Null);
+        }
+        entry
+    }
+
+    /// The append at `expected_sequence` and its preparation, completed with the record id at
+    /// that sequence (prepared now if it was deferred). The entry's payload value is still there
+    /// when the preparation was deferred or refused it.
+    pub(crate) fn place(self, expected_sequence: u64) -> (EvidenceAppend, PreparedEvidence) {
+        let mut entry = self.entry;
+        entry.expected_sequence = expected_sequence;
+        let prepared = match self.canonical {
+            Some(canonical) => canonical.and_then(|(canonical, facts)| {
+                let id =
+                    record::record_id_for(Family::Evidence, &entry.chain_id, expected_sequence)?;
+                Ok((canonical.place(id), facts))
+            }),
+            None => record::prepare_evidence(&entry)
+                .map(|(prepared, checked)| (prepared, checked.facts().to_owned())),
+        };
+        (entry, prepared)
+    }
 }
 
 /// The journal side of a store (synchronous: its writers are short-lived hook processes).

@@ -620,3 +620,141 @@ fn concurrent_tasks_append_in_parallel_and_a_shared_idempotency_key_binds_one_op
         }
     });
 }
+
+/// The standard chain's records (every record type) as the plain appends that made them.
+async fn standard_appends(chain: &str) -> (Vec<EvidenceAppend>, Vec<EvidenceRecord>) {
+    let scratch: Arc<dyn GovernedStore> = Arc::new(MemoryStore::new());
+    standard_chain(scratch.clone(), chain).await;
+    let records = all_records(scratch.as_ref(), chain).await;
+    let appends = records
+        .iter()
+        .map(|r| EvidenceAppend {
+            chain_id: r.chain_id.clone(),
+            record_type: r.record_type,
+            operation_id: r.operation_id.clone(),
+            expected_sequence: r.sequence,
+            policy_id: r.policy_id.clone(),
+            policy_version: r.policy_version.clone(),
+            payload: serde_json::from_str(&r.payload_json).unwrap(),
+            supersedes_record_id: r.supersedes_record_id.clone(),
+            created_at: r.created_at,
+        })
+        .collect();
+    (appends, records)
+}
+
+/// An append split in two (prepared before it has a sequence, appended at one) seals exactly the
+/// record a plain append seals, on every backend and whether the store prepared it or left it
+/// deferred; a refused payload is reported after the sequence check, as a plain append reports
+/// it; and the plain append a prepared one stands for is the one it was made from.
+#[test]
+fn prepared_appends_seal_the_records_plain_appends_seal() {
+    each_backend(|b| {
+        block_on(async {
+            let store = b.store();
+            for (chain, deferred) in [("prep", false), ("prep-deferred", true)] {
+                let (appends, sealed) = standard_appends(chain).await;
+                for (e, expected) in appends.iter().zip(&sealed) {
+                    let sequence = e.expected_sequence;
+                    let mut unplaced = e.clone();
+                    unplaced.expected_sequence = 999;
+                    let prepared = if deferred {
+                        PreparedAppend::deferred(unplaced)
+                    } else {
+                        store.prepare(unplaced)
+                    };
+                    let receipt = store.append_prepared(prepared, sequence).await.unwrap();
+                    assert_eq!(receipt, receipt_of(expected), "{} {chain}", b.name());
+                    assert_eq!(
+                        store.prepare(e.clone()).into_append(sequence),
+                        *e,
+                        "{}: the plain append a prepared one stands for",
+                        b.name()
+                    );
+                }
+                let records = all_records(store.as_ref(), chain).await;
+                assert_eq!(records, sealed, "{} {chain}", b.name());
+            }
+            // A payload its type's schema refuses: a wrong sequence is reported first, then the
+            // payload, and nothing is appended.
+            let next = all_records(store.as_ref(), "prep").await.len() as u64;
+            let bad = raw(
+                "prep",
+                next,
+                RecordType::CallableCompleted,
+                Some("op-1"),
+                json!({"result": "raw output"}),
+            );
+            let err = store
+                .append_prepared(store.prepare(bad.clone()), 9)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, EvidenceError::SequenceConflict { expected, got: 9, .. } if expected == next),
+                "{}: {err}",
+                b.name()
+            );
+            let err = store
+                .append_prepared(store.prepare(bad.clone()), next)
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("callable_completed payload"),
+                "{}: {err}",
+                b.name()
+            );
+            assert_eq!(
+                store.prepare(bad.clone()).into_append(next),
+                bad,
+                "{}: a refused payload is kept for a plain append",
+                b.name()
+            );
+            assert_eq!(all_records(store.as_ref(), "prep").await.len() as u64, next);
+        });
+    });
+}
+
+/// Concurrent operations of one task share its chain: each prepares its records outside the
+/// recorder's lock, and the chain still takes them one sequence at a time, verifies, and
+/// certifies with every operation closed by exactly one terminal.
+#[test]
+fn concurrent_operations_of_one_task_prepare_in_parallel_and_the_chain_certifies() {
+    each_backend(|b| {
+        let store = b.store();
+        let rec = block_on(GovernedRecorder::open(
+            store.clone(),
+            binding("shared"),
+            &snapshot(),
+            clock(),
+        ))
+        .unwrap();
+        let (threads, ops) = (4, 16);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let rec = rec.clone();
+                s.spawn(move || {
+                    block_on(async move {
+                        for i in 0..ops {
+                            let p = allowed(&rec, &format!("op-{t}-{i}")).await;
+                            let call = p.begin().await.unwrap();
+                            call.completed(&json!({"t": t, "i": i})).await.unwrap();
+                        }
+                    })
+                });
+            }
+        });
+        block_on(rec.close(CloseDisposition::Completed)).unwrap();
+        let chain = ChainId::new("shared").unwrap();
+        let records = block_on(store.read(&chain, None, usize::MAX)).unwrap();
+        // Genesis, four records per operation, the close.
+        assert_eq!(records.len(), 1 + 4 * threads * ops + 1, "{}", b.name());
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.sequence, i as u64, "{}", b.name());
+        }
+        let head = head_of(records.last().unwrap());
+        let r = block_on(store.verify(&chain, Some(&head))).unwrap();
+        assert!(r.valid, "{}: {r:?}", b.name());
+        let cert = certify_records(&chain, &records, &head, Timestamp(1)).unwrap();
+        assert_eq!(cert.gate_summary.operations, (threads * ops) as u64);
+    });
+}
