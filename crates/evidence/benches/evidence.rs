@@ -1,5 +1,6 @@
 //! Evidence throughput and latency (design.md §9): the in-memory chain (target ≥ 300,000
-//! records/s; one appender, and two appending to their own chains at once) against its floors
+//! records/s; one appender, two appending to their own chains at once, and two sharing one
+//! chain, against each whole append under the lock as the peer) against its floors
 //! (BLAKE3 over the same hash inputs alone; both hashes a record needs), SQLite with
 //! `synchronous=FULL` and group commit under concurrent appenders (target ≥ 50,000 durable
 //! records/s) against one appender, single-append latency, and verification. Results:
@@ -11,15 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{
-    BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
-};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use warden_contracts::*;
 use warden_evidence::*;
 
 #[path = "support/workload.rs"]
 mod workload;
-use workload::appends;
+use workload::{Shared, append_shared, appends, shared_chain};
 
 fn memory(c: &mut Criterion) {
     let n = 10_000;
@@ -82,43 +81,30 @@ fn memory(c: &mut Criterion) {
         });
     });
     // Two appenders on one chain, as concurrent operations of one task append through the
-    // recorder: each prepares its records outside the lock that orders the chain's appends (a
-    // mutex holding the next sequence, as the recorder's), then appends at the sequence it
-    // assigns. Each appender owns whole operations, so every operation's records are in order.
-    // The appends are moved in (cloned untimed), so dropping each payload's value is timed here,
-    // which `append_10k_records` (appending borrowed appends) does not time.
-    let mut owners: Vec<Vec<EvidenceAppend>> = vec![Vec::new(), Vec::new()];
-    let mut shared = appends("mem-shared", 2 * n + 1).into_iter();
-    let genesis = shared.next().unwrap();
-    for e in shared {
-        owners[(e.expected_sequence.div_ceil(4) % 2) as usize].push(e);
-    }
+    // recorder (`workload::append_shared`): appends split (prepared outside the lock), and the
+    // peer, each whole append under the lock. Each appender owns its appends (copied on its own
+    // thread, untimed), so dropping each payload's value is timed here, which
+    // `append_10k_records` (appending borrowed appends) does not time.
+    let (genesis, owners) = shared_chain("mem-shared", n);
     g.throughput(Throughput::Elements(2 * n as u64));
-    g.bench_function("two_appenders_one_chain_20k_records", |b| {
-        b.iter_batched(
-            || owners.clone(),
-            |owners| {
-                let store = MemoryStore::new();
-                store.append_sync(&genesis).unwrap();
-                let next = std::sync::Mutex::new(1u64);
-                std::thread::scope(|s| {
-                    for entries in owners {
-                        let (store, next) = (&store, &next);
-                        s.spawn(move || {
-                            for e in entries {
-                                let prepared = store.prepare(e);
-                                let mut next = next.lock().unwrap();
-                                black_box(store.append_prepared_sync(prepared, *next).unwrap());
-                                *next += 1;
-                            }
-                        });
-                    }
-                });
-                store
-            },
-            BatchSize::PerIteration,
-        );
-    });
+    for (name, how) in [
+        ("two_appenders_one_chain_20k_records", Shared::Split),
+        (
+            "peer_two_appenders_one_chain_whole_append_under_lock",
+            Shared::WholeUnderLock,
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let store = MemoryStore::new();
+                    took += append_shared(&store, &genesis, &owners, how);
+                }
+                took
+            });
+        });
+    }
     g.throughput(Throughput::Elements(n as u64));
     g.bench_function("verify_10k_records", |b| {
         b.iter(|| {

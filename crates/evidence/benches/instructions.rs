@@ -11,7 +11,9 @@
 //! (`memory-time` does it in rounds and prints the median CPU and wall time per record); `verify`
 //! verifies them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16
 //! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
-//! (a third argument sets the number of appenders), `sqlite-latency` from one appender. The
+//! (a third argument sets the number of appenders), `sqlite-latency` from one appender;
+//! `memory-shared` has two appenders share one chain (N records each; then rounds, and `whole`
+//! or `one` for the peers of `workload::Shared`). The
 //! SQLite workloads also print their wall time, for a quick look without criterion.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -152,6 +154,30 @@ fn main() {
                 1e9 / c,
                 1e9 / w,
                 cpu[0]
+            );
+        }
+        "memory-shared" => {
+            // Two appenders on one chain (`workload::append_shared`), N records each, in rounds:
+            // the median wall time per record. A fourth argument picks the peer: `whole` (the
+            // whole append under the lock) or `one` (one thread, appends split).
+            let (genesis, owners) = workload::shared_chain("mem-shared", n);
+            let rounds: usize = args.next().map_or(30, |s| s.parse().unwrap());
+            let how = match args.next().as_deref() {
+                Some("whole") => workload::Shared::WholeUnderLock,
+                Some("one") => workload::Shared::OneThread,
+                _ => workload::Shared::Split,
+            };
+            let mut wall = Vec::new();
+            for _ in 0..rounds {
+                let store = MemoryStore::new();
+                let took = workload::append_shared(&store, &genesis, &owners, how);
+                wall.push(took.as_nanos() as f64 / (2 * n) as f64);
+            }
+            wall.sort_by(f64::total_cmp);
+            let w = wall[rounds / 2];
+            eprintln!(
+                "{how:?}: median per record: {w:.0} ns wall ({:.0} records/s)",
+                1e9 / w
             );
         }
         "verify" => {

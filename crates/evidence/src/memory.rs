@@ -16,9 +16,7 @@ use warden_contracts::{
 use crate::facts::HasFacts;
 use crate::journal::{self, JournalAppend, JournalRecord};
 use crate::record::{self, AppendFields, DigestText, Family, Prefix, PrefixState, Prepared};
-use crate::store::{
-    self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend,
-};
+use crate::store::{self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
 #[derive(Debug)]

@@ -156,3 +156,90 @@ pub(crate) fn escaping_appends() -> Vec<EvidenceAppend> {
         })
         .collect()
 }
+
+/// A chain of `2 * n + 1` records for two appenders: its genesis, and each appender's records,
+/// which are whole operations (so every operation's records stay in order whatever the
+/// interleaving).
+pub(crate) fn shared_chain(chain: &str, n: usize) -> (EvidenceAppend, Vec<Vec<EvidenceAppend>>) {
+    let mut owners: Vec<Vec<EvidenceAppend>> = vec![Vec::new(), Vec::new()];
+    let mut all = appends(chain, 2 * n + 1).into_iter();
+    let genesis = all.next().unwrap();
+    for e in all {
+        owners[(e.expected_sequence.div_ceil(4) % 2) as usize].push(e);
+    }
+    (genesis, owners)
+}
+
+/// How [`append_shared`] appends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Shared {
+    /// Each appender prepares outside the lock and appends at the sequence it assigns under it
+    /// (as the recorder appends).
+    Split,
+    /// Each appender makes its whole append under the lock, dropping the payload after it (as
+    /// the recorder appended before prepared appends): the peer.
+    WholeUnderLock,
+    /// One thread appends every record the split way (what the split costs without a second
+    /// appender).
+    OneThread,
+}
+
+/// Appends the genesis, then each appender's records from its own thread, as concurrent
+/// operations of one task append through the recorder: a mutex holding the next sequence (as
+/// the recorder's) orders the chain's appends. Each appender first copies its appends on its
+/// own thread (as an operation builds its payloads; a payload freed by another thread than the
+/// one that allocated it costs glibc a lock on the other's arena), then they start together.
+/// Returns the time from that start until both are done.
+pub(crate) fn append_shared(
+    store: &MemoryStore,
+    genesis: &EvidenceAppend,
+    owners: &[Vec<EvidenceAppend>],
+    how: Shared,
+) -> std::time::Duration {
+    store.append_sync(genesis).unwrap();
+    let next = std::sync::Mutex::new(1u64);
+    let split = |e: EvidenceAppend| {
+        let prepared = store.prepare(e);
+        let mut next = next.lock().unwrap();
+        std::hint::black_box(store.append_prepared_sync(prepared, *next).unwrap());
+        *next += 1;
+    };
+    let whole = |mut e: EvidenceAppend| {
+        {
+            let mut next = next.lock().unwrap();
+            e.expected_sequence = *next;
+            std::hint::black_box(store.append_sync(&e).unwrap());
+            *next += 1;
+        }
+        drop(e);
+    };
+    if how == Shared::OneThread {
+        let all: Vec<EvidenceAppend> = owners.iter().flatten().cloned().collect();
+        let start = std::time::Instant::now();
+        all.into_iter().for_each(split);
+        return start.elapsed();
+    }
+    let ready = std::sync::Barrier::new(owners.len() + 1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = owners
+            .iter()
+            .map(|entries| {
+                let (split, whole, ready) = (&split, &whole, &ready);
+                s.spawn(move || {
+                    let entries = entries.clone();
+                    ready.wait();
+                    match how {
+                        Shared::WholeUnderLock => entries.into_iter().for_each(whole),
+                        _ => entries.into_iter().for_each(split),
+                    }
+                })
+            })
+            .collect();
+        ready.wait();
+        let start = std::time::Instant::now();
+        for w in workers {
+            w.join().unwrap();
+        }
+        start.elapsed()
+    })
+}
