@@ -393,8 +393,16 @@ impl GovernedStore for MemoryStore {
     }
 
     fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
-        let result = self.append_prepared_sync(append, expected_sequence);
-        Box::pin(async move { result })
+        let (entry, prepared) = append.place(expected_sequence);
+        let result = self.with_chain(&entry.chain_id, |chain| {
+            self.append_to(chain, &entry, prepared)
+        });
+        // What is left of the append is freed when the future is awaited: after the caller's
+        // lock (the recorder's), not under it.
+        Box::pin(async move {
+            drop(entry);
+            result
+        })
     }
 
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {

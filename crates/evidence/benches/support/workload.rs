@@ -170,6 +170,18 @@ pub(crate) fn shared_chain(chain: &str, n: usize) -> (EvidenceAppend, Vec<Vec<Ev
     (genesis, owners)
 }
 
+/// The output of a future that is ready at once (as the in-memory store's appends are).
+pub(crate) fn ready<T>(f: impl std::future::Future<Output = T>) -> T {
+    let mut f = std::pin::pin!(f);
+    match f
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("the in-memory store's append is ready at once"),
+    }
+}
+
 /// How [`append_shared`] appends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Shared {
@@ -200,9 +212,13 @@ pub(crate) fn append_shared(
     let next = std::sync::Mutex::new(1u64);
     let split = |e: EvidenceAppend| {
         let prepared = store.prepare(e);
-        let mut next = next.lock().unwrap();
-        std::hint::black_box(store.append_prepared_sync(prepared, *next).unwrap());
-        *next += 1;
+        let appended = {
+            let mut next = next.lock().unwrap();
+            let appended = store.append_prepared(prepared, *next);
+            *next += 1;
+            appended
+        };
+        std::hint::black_box(ready(appended).unwrap());
     };
     let whole = |mut e: EvidenceAppend| {
         {
