@@ -626,20 +626,7 @@ async fn standard_appends(chain: &str) -> (Vec<EvidenceAppend>, Vec<EvidenceReco
     let scratch: Arc<dyn GovernedStore> = Arc::new(MemoryStore::new());
     standard_chain(scratch.clone(), chain).await;
     let records = all_records(scratch.as_ref(), chain).await;
-    let appends = records
-        .iter()
-        .map(|r| EvidenceAppend {
-            chain_id: r.chain_id.clone(),
-            record_type: r.record_type,
-            operation_id: r.operation_id.clone(),
-            expected_sequence: r.sequence,
-            policy_id: r.policy_id.clone(),
-            policy_version: r.policy_version.clone(),
-            payload: serde_json::from_str(&r.payload_json).unwrap(),
-            supersedes_record_id: r.supersedes_record_id.clone(),
-            created_at: r.created_at,
-        })
-        .collect();
+    let appends = records.iter().map(append_of).collect();
     (appends, records)
 }
 

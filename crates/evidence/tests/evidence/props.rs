@@ -1,5 +1,6 @@
 //! Properties (at most 48 cases when `CI` is set): any sequence of governed appends verifies;
-//! any single mutation of a stored chain is detected; the hash input is canonical JSON.
+//! any single mutation of a stored chain is detected; the hash input is canonical JSON; an
+//! append split in two seals what the plain append seals.
 
 use std::sync::Arc;
 
@@ -238,6 +239,39 @@ proptest! {
         }
         let report = verify_records(Family::Evidence, &chain, m.into_iter().map(Ok), &expected);
         prop_assert!(!report.result.valid, "mutation {} of record {} not detected", field, i);
+    }
+
+    #[test]
+    fn an_append_split_in_two_seals_what_the_plain_append_seals(
+        plan in prop::collection::vec(op_plan(), 0..4),
+        corrections in any::<bool>(),
+        payload in json_value(),
+        sequence in 0u64..1000,
+    ) {
+        let records = run_plan(Arc::new(MemoryStore::new()), &plan, Some(false), corrections);
+        let fresh = MemoryStore::new();
+        for r in &records {
+            let mut e = append_of(r);
+            e.expected_sequence = u64::MAX;
+            let receipt = block_on(fresh.append_prepared(fresh.prepare(e.clone()), r.sequence));
+            prop_assert_eq!(receipt.unwrap(), receipt_of(r));
+            e.expected_sequence = r.sequence;
+            prop_assert_eq!(fresh.prepare(e.clone()).into_append(r.sequence), e);
+        }
+        prop_assert_eq!(fresh.read_sync(&ChainId::new("prop").unwrap(), None, usize::MAX), records);
+        // Whatever the payload (refused or not), the plain append comes back as it was made.
+        let e = EvidenceAppend {
+            chain_id: ChainId::new("any").unwrap(),
+            record_type: RecordType::CallableCompleted,
+            operation_id: Some(OperationId::new("op").unwrap()),
+            expected_sequence: sequence,
+            policy_id: "p".into(),
+            policy_version: "1".into(),
+            payload,
+            supersedes_record_id: None,
+            created_at: Timestamp(1),
+        };
+        prop_assert_eq!(fresh.prepare(e.clone()).into_append(sequence), e);
     }
 
     #[test]

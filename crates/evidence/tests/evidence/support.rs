@@ -279,6 +279,21 @@ pub async fn rec_records(rec: &GovernedRecorder) -> Vec<EvidenceRecord> {
 }
 
 /// Every record of a chain, from any store.
+/// The plain append that made `r`.
+pub fn append_of(r: &EvidenceRecord) -> EvidenceAppend {
+    EvidenceAppend {
+        chain_id: r.chain_id.clone(),
+        record_type: r.record_type,
+        operation_id: r.operation_id.clone(),
+        expected_sequence: r.sequence,
+        policy_id: r.policy_id.clone(),
+        policy_version: r.policy_version.clone(),
+        payload: serde_json::from_str(&r.payload_json).unwrap(),
+        supersedes_record_id: r.supersedes_record_id.clone(),
+        created_at: r.created_at,
+    }
+}
+
 pub async fn all_records(store: &dyn GovernedStore, chain: &str) -> Vec<EvidenceRecord> {
     store
         .read(&ChainId::new(chain).unwrap(), None, usize::MAX)
