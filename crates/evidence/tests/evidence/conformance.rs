@@ -631,24 +631,27 @@ async fn standard_appends(chain: &str) -> (Vec<EvidenceAppend>, Vec<EvidenceReco
 }
 
 /// An append split in two (prepared before it has a sequence, appended at one) seals exactly the
-/// record a plain append seals, on every backend and whether the store prepared it or left it
-/// deferred; a refused payload is reported after the sequence check, as a plain append reports
+/// record a plain append seals, on every backend, whether the store prepared it, left it
+/// deferred or got it from another store; a refused payload is reported after the sequence check, as a plain append reports
 /// it; and the plain append a prepared one stands for is the one it was made from.
 #[test]
 fn prepared_appends_seal_the_records_plain_appends_seal() {
     each_backend(|b| {
         block_on(async {
             let store = b.store();
-            for (chain, deferred) in [("prep", false), ("prep-deferred", true)] {
+            // Prepared by the store itself, left deferred, and prepared by the in-memory store
+            // (its prefix already hashed) for whichever store appends it.
+            let other = MemoryStore::new();
+            for (chain, how) in [("prep", 0), ("prep-deferred", 1), ("prep-foreign", 2)] {
                 let (appends, sealed) = standard_appends(chain).await;
                 for (e, expected) in appends.iter().zip(&sealed) {
                     let sequence = e.expected_sequence;
                     let mut unplaced = e.clone();
                     unplaced.expected_sequence = 999;
-                    let prepared = if deferred {
-                        PreparedAppend::deferred(unplaced)
-                    } else {
-                        store.prepare(unplaced)
+                    let prepared = match how {
+                        0 => store.prepare(unplaced),
+                        1 => PreparedAppend::deferred(unplaced),
+                        _ => other.prepare(unplaced),
                     };
                     let receipt = store.append_prepared(prepared, sequence).await.unwrap();
                     assert_eq!(receipt, receipt_of(expected), "{} {chain}", b.name());
