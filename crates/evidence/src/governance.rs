@@ -617,9 +617,10 @@ impl std::fmt::Debug for Inner {
 
 /// Records one task boundary's governed evidence: the executor's handle on its chain.
 ///
-/// Appends from concurrent operations are pipelined: the recorder assigns sequences under a
-/// short lock and the store commits them in order (with group commit on SQLite), so concurrent
-/// operations share fsyncs.
+/// Appends from concurrent operations are pipelined: each is prepared outside the recorder's
+/// lock ([`GovernedStore::prepare`]), the recorder assigns sequences under a short lock and the
+/// store commits them in order (with group commit on SQLite), so concurrent operations prepare
+/// in parallel and share fsyncs.
 #[derive(Debug, Clone)]
 pub struct GovernedRecorder {
     inner: Arc<Inner>,
