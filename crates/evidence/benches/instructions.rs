@@ -13,7 +13,8 @@
 //! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
 //! (a third argument sets the number of appenders), `sqlite-latency` from one appender;
 //! `memory-shared` has two appenders share one chain (N records each; then rounds, and `whole`
-//! or `one` for the peers of `workload::Shared`). The
+//! or `one` for the peers of `workload::Shared`); `memory-tail` times each of N appends to one
+//! chain and prints the longest. The
 //! SQLite workloads also print their wall time, for a quick look without criterion.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -178,6 +179,27 @@ fn main() {
             eprintln!(
                 "{how:?}: median per record: {w:.0} ns wall ({:.0} records/s)",
                 1e9 / w
+            );
+        }
+        "memory-tail" => {
+            // N appends to one chain, each timed: the longest (a chain's storage growing under
+            // its lock shows here) and the 99.9th percentile.
+            let entries = workload::appends("mem", n);
+            let store = MemoryStore::new();
+            let mut times: Vec<std::time::Duration> = entries
+                .iter()
+                .map(|e| {
+                    let t0 = std::time::Instant::now();
+                    black_box(store.append_sync(e).unwrap());
+                    t0.elapsed()
+                })
+                .collect();
+            times.sort();
+            eprintln!(
+                "{n} appends: longest {:?}, p99.9 {:?}, median {:?}",
+                times[n - 1],
+                times[n * 999 / 1000],
+                times[n / 2]
             );
         }
         "verify" => {

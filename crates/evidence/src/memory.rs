@@ -21,7 +21,7 @@ use crate::verify::{self, ChainTracker, Expected, Report, View};
 
 #[derive(Debug)]
 struct Chain {
-    records: Vec<Stored>,
+    records: Chunked<Stored>,
     /// The last record's policy id and version, shared by the records that repeat them.
     policy: Option<Arc<(String, String)>>,
     /// The last operation id stored, shared by the records of that operation.
@@ -67,6 +67,47 @@ impl Stored {
             created_at: self.created_at,
             hash_algorithm: HASH_ALGORITHM.to_owned(),
         })
+    }
+}
+
+/// Records per chunk of a chain's list.
+const CHUNK: usize = 4096;
+
+/// A list that grows a chunk at a time: appending to a long chain never copies its records (a
+/// `Vec` doubling under the chain's lock copies them all while every appender of the chain
+/// waits).
+#[derive(Debug)]
+struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Chunked<T> {
+    fn new() -> Self {
+        Self {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+    }
+
+    fn push(&mut self, value: T) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk.push(value),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(value);
+                self.chunks.push(chunk);
+            }
+        }
+        self.len += 1;
     }
 }
 
@@ -169,7 +210,7 @@ impl MemoryStore {
         let mut chains = self.chains.write().unwrap_or_else(PoisonError::into_inner);
         let chain = chains.entry(chain_id.clone()).or_insert_with(|| {
             Box::new(Mutex::new(Chain {
-                records: Vec::new(),
+                records: Chunked::new(),
                 policy: None,
                 operation: None,
                 tracker: ChainTracker::new(Family::Evidence, chain_id.clone()),
