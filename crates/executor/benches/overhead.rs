@@ -2,7 +2,9 @@
 //! run: the direct call (the tool's own function, awaited on the same runtime), the full stage
 //! order with an allow-everything evaluator (the executor's own cost), with a compiled policy
 //! snapshot deciding (executor + decision), and with capacity limits and an observer.
-//! Target (design.md §9): overhead < 5 µs. Results: docs/benchmarks.md.
+//! Target (design.md §9): overhead < 5 µs. Also, apart from the target, the governed profile over
+//! the in-memory evidence store: what a call's evidence (four records: the policy binding, the
+//! start, the gate, the terminal) adds. Results: docs/benchmarks.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -12,8 +14,11 @@ use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use warden_contracts::*;
+use warden_evidence::{
+    GovernanceBinding, GovernedStore, MemoryStore, PolicySnapshotBytes, TaskBoundary,
+};
 use warden_executor::{
-    ActionExecutor, InvocationToken, Limits, Registry, SnapshotPolicy, Tool, ToolError,
+    ActionExecutor, Governance, InvocationToken, Limits, Registry, SnapshotPolicy, Tool, ToolError,
 };
 use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
 
@@ -70,6 +75,10 @@ impl PolicyEvaluator for AllowAll {
 }
 
 fn snapshot_policy() -> Arc<SnapshotPolicy> {
+    Arc::new(SnapshotPolicy::new(snapshot()))
+}
+
+fn snapshot() -> Arc<PolicySnapshot> {
     let text = r#"
 default = "deny"
 allow = ["trivial", "read", "bash(git status:*)", "bash(ls:*)"]
@@ -81,9 +90,34 @@ deny = ["bash(rm:*)", "write(/etc/**)", "mcp__*", "bash(sudo:*)"]
         project_root: "/repo".into(),
         home: None,
     };
-    Arc::new(SnapshotPolicy::new(Arc::new(
-        PolicySnapshot::from_files(&[file], env).unwrap(),
-    )))
+    Arc::new(PolicySnapshot::from_files(&[file], env).unwrap())
+}
+
+/// An executor governed over a fresh in-memory store: a new task boundary.
+fn governed(rt: &tokio::runtime::Runtime, snapshot: &Arc<PolicySnapshot>) -> ActionExecutor {
+    let store: Arc<dyn GovernedStore> = Arc::new(MemoryStore::new());
+    let binding = GovernanceBinding {
+        task_boundary: TaskBoundary::new("bench").unwrap(),
+        chain_id: ChainId::new("bench").unwrap(),
+        policy: snapshot.reference(),
+        profile: RuntimeProfile::Governed,
+    };
+    let bytes = PolicySnapshotBytes::new(snapshot.reference(), snapshot.canonical_json()).unwrap();
+    let governance = rt
+        .block_on(Governance::open(
+            store,
+            binding,
+            &bytes,
+            Arc::new(warden_evidence::SystemClock),
+        ))
+        .unwrap();
+    let mut registry = Registry::new();
+    registry.register(trivial()).unwrap();
+    ActionExecutor::builder(registry)
+        .policy(Arc::new(SnapshotPolicy::new(snapshot.clone())))
+        .governance(governance)
+        .build()
+        .unwrap()
 }
 
 struct Quiet;
@@ -156,6 +190,29 @@ fn overhead(c: &mut Criterion) {
     g.bench_function("executor_policy_limits_observer", |b| {
         b.iter(|| {
             rt.block_on(async { black_box(with_extras.execute(request.clone(), &context).await) })
+        })
+    });
+    // A fresh boundary every 10,000 calls, so the chain does not grow for the whole run.
+    let policy = snapshot();
+    g.bench_function("executor_governed_memory_store", |b| {
+        b.iter_custom(|iters| {
+            let mut took = std::time::Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(10_000);
+                let executor = governed(&rt, &policy);
+                let first = rt.block_on(executor.execute(request.clone(), &context));
+                assert!(first.is_success(), "{first:?}");
+                let start = std::time::Instant::now();
+                for _ in 0..n {
+                    rt.block_on(async {
+                        black_box(executor.execute(request.clone(), &context).await)
+                    });
+                }
+                took += start.elapsed();
+                left -= n;
+            }
+            took
         })
     });
     g.finish();
