@@ -131,17 +131,7 @@ pub struct ChainTracker {
     head: Option<ChainHead>,
     checked: u64,
     lifecycle: Lifecycle,
-    /// Gate lists of closed operations, emptied, for the next operations to start with: an
-    /// allocation under the chain's lock can cost thousands of instructions when it makes the
-    /// allocator sort what the appenders freed.
-    spare_gates: Vec<Gates>,
 }
-
-/// An operation's gate evaluations: record, level, verdict.
-type Gates = Vec<(RecordId, GateLevel, GateVerdict)>;
-
-/// Spare gate lists a tracker keeps at most.
-const SPARE_GATES: usize = 64;
 
 /// A checked record's lifecycle change, to apply once the record is stored.
 pub(crate) struct Pending(Change);
@@ -188,7 +178,6 @@ impl ChainTracker {
             head: None,
             checked: 0,
             lifecycle: Lifecycle::default(),
-            spare_gates: Vec::new(),
         }
     }
 
@@ -281,7 +270,7 @@ impl ChainTracker {
     fn accept(&mut self, v: &View<'_>, chain_hash: &Digest, change: Change) {
         let f = &v.fields;
         self.set_head(f.sequence, chain_hash);
-        let (l, spare) = (&mut self.lifecycle, &mut self.spare_gates);
+        let l = &mut self.lifecycle;
         l.types.push(v.record_type);
         match change {
             Change::None => {}
@@ -305,7 +294,7 @@ impl ChainTracker {
                         OpenOperation {
                             started_record_id,
                             started_sequence: f.sequence,
-                            gates: spare.pop().unwrap_or_default(),
+                            gates: Vec::new(),
                             excepted: Vec::new(),
                         },
                     );
@@ -326,17 +315,10 @@ impl ChainTracker {
             }
             Change::Terminal => {
                 if let Some(op) = v.operation_id {
-                    let op = match l.open.remove_entry(op) {
-                        Some((op, closed)) => {
-                            let mut gates = closed.gates;
-                            if spare.len() < SPARE_GATES {
-                                gates.clear();
-                                spare.push(gates);
-                            }
-                            op
-                        }
-                        None => op.clone(),
-                    };
+                    let op = l
+                        .open
+                        .remove_entry(op)
+                        .map_or_else(|| op.clone(), |(k, _)| k);
                     l.terminated.insert(op);
                 }
                 l.terminals.add(v.record_type);
