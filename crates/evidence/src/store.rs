@@ -135,7 +135,9 @@ impl PreparedAppend {
     }
 
     /// The plain append at `expected_sequence`, its payload restored (for a store that appends
-    /// it as any other).
+    /// it as any other). A payload the store canonicalized comes back parsed from its canonical
+    /// text: the same JSON, so the same record, with its numbers in canonical form (`1.0` as
+    /// `1`).
     pub fn into_append(self, expected_sequence: u64) -> EvidenceAppend {
         let mut entry = self.entry;
         entry.expected_sequence = expected_sequence;
