@@ -246,6 +246,34 @@ impl MemoryStore {
 
     /// Appends an append prepared by [`GovernedStore::prepare`] at `expected_sequence`
     /// (synchronously): only sealing and the chain's checks hold the chain's lock.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use warden_contracts::{ChainId, Digest, EvidenceAppend, RecordType, Timestamp};
+    /// use warden_evidence::{Expected, GovernedStore, MemoryStore};
+    ///
+    /// let store = MemoryStore::new();
+    /// let snapshot = r#"{"default":"ask","id":"p","version":"1"}"#;
+    /// let genesis = EvidenceAppend {
+    ///     chain_id: ChainId::new("task-1").unwrap(),
+    ///     record_type: RecordType::PolicyBound,
+    ///     operation_id: None,
+    ///     expected_sequence: 0, // ignored by `prepare`: the sequence is given when appending
+    ///     policy_id: "p".into(),
+    ///     policy_version: "1".into(),
+    ///     payload: json!({"task_boundary_id": "task-1",
+    ///                     "policy_digest": Digest::of_bytes(snapshot.as_bytes()),
+    ///                     "snapshot_json": snapshot}),
+    ///     supersedes_record_id: None,
+    ///     created_at: Timestamp(1),
+    /// };
+    /// // Outside whatever lock orders the chain's appends:
+    /// let prepared = store.prepare(genesis);
+    /// // Under it, at the sequence it assigns:
+    /// let receipt = store.append_prepared_sync(prepared, 0).unwrap();
+    /// assert_eq!(receipt.sequence, 0);
+    /// assert!(store.verify_sync(&receipt.chain_id, &Expected::Nothing).result.valid);
+    /// ```
     pub fn append_prepared_sync(
         &self,
         append: PreparedAppend,
