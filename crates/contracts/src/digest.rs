@@ -118,10 +118,13 @@ impl Digest {
 
     /// The digest of any serializable value's canonical JSON form.
     pub fn of_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self, ContractError> {
-        let value = serde_json::to_value(value).map_err(|e| ContractError::Serialize {
-            message: e.to_string(),
-        })?;
-        Ok(Self::of_json(&value)?)
+        match canonical::to_canonical_string_of(value) {
+            Ok(text) => Ok(Self::of_bytes(text.as_bytes())),
+            Err(canonical::OfError::Serialize(message)) => {
+                Err(ContractError::Serialize { message })
+            }
+            Err(canonical::OfError::Canonical(e)) => Err(e.into()),
+        }
     }
 
     /// The full text, `blake3:<hex>`.

@@ -10,7 +10,9 @@ use proptest::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use warden_contracts::canonical::{MAX_SAFE_INTEGER, to_canonical_string};
+use warden_contracts::canonical::{
+    MAX_SAFE_INTEGER, OfError, to_canonical_string, to_canonical_string_of,
+};
 use warden_contracts::*;
 
 /// Bounded cases under CI, more locally.
@@ -803,10 +805,151 @@ fn process_output() -> impl Strategy<Value = ProcessOutput> {
         )
 }
 
+// ---------------------------------------------------------------- canonical text of typed values
+
+/// `to_canonical_string_of` through the `Value` route: what it must equal.
+fn via_value<T: Serialize + ?Sized>(value: &T) -> Result<String, OfError> {
+    let v = serde_json::to_value(value).map_err(|e| OfError::Serialize(e.to_string()))?;
+    Ok(to_canonical_string(&v)?)
+}
+
+/// Members in the order it is given (unsorted, repeated, or not serializable at all).
+struct Members(Vec<(&'static str, Value)>, bool);
+
+impl Serialize for Members {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeMap as _};
+        if self.1 {
+            return Err(S::Error::custom("refused by its own Serialize"));
+        }
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Shape {
+    Unit,
+    Struct { z: u8, a: Option<String> },
+}
+
+#[derive(Serialize)]
+enum External {
+    Unit,
+    Newtype(u32),
+    Tuple(u8, bool),
+    Struct { b: char, a: () },
+}
+
+#[test]
+fn canonical_text_straight_from_serialize_is_the_value_routes_for_every_shape() {
+    let members = |m: Vec<(&'static str, Value)>| Members(m, false);
+    let cases: Vec<Box<dyn erased::Ser>> = vec![
+        Box::new(members(vec![("b", json!(1)), ("a", json!([true, null]))])),
+        // A repeated key: the `Value` route keeps the last one.
+        Box::new(members(vec![
+            ("a", json!(1)),
+            ("b", json!(2)),
+            ("a", json!(3)),
+        ])),
+        // Keys that need escaping or are not ASCII, sorted by UTF-16 code units.
+        Box::new(members(vec![
+            ("\u{e000}", json!(1)),
+            ("😀", json!(2)),
+            ("q\"", json!(3)),
+        ])),
+        // Numbers only the `Value` route writes: floats, integers beyond 2^53 − 1.
+        Box::new(members(vec![
+            ("f", json!(1.5)),
+            ("i", json!(9_007_199_254_740_993u64)),
+        ])),
+        Box::new(members(vec![("big", json!(-9_007_199_254_740_992i64))])),
+        Box::new(Members(vec![], true)),
+        Box::new(vec![
+            Shape::Unit,
+            Shape::Struct {
+                z: 7,
+                a: Some("é\n".into()),
+            },
+        ]),
+        Box::new(vec![
+            External::Unit,
+            External::Newtype(3),
+            External::Tuple(1, false),
+            External::Struct { b: '"', a: () },
+        ]),
+        Box::new(BTreeMap::from([(1u8, "integer keys")])),
+        Box::new(HashMap::from([("k", vec![Some(1u64), None])])),
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        assert_eq!(case.direct(), case.via(), "case {i}");
+    }
+    assert_eq!(
+        to_canonical_string_of(&members(vec![
+            ("b", json!(1)),
+            ("a", json!({"d": [], "c": {}}))
+        ]))
+        .unwrap(),
+        r#"{"a":{"c":{},"d":[]},"b":1}"#
+    );
+    assert!(matches!(
+        to_canonical_string_of(&Members(vec![], true)),
+        Err(OfError::Serialize(m)) if m.contains("refused by its own Serialize")
+    ));
+}
+
+/// Object-safe access to both routes for the table above.
+mod erased {
+    use super::*;
+
+    pub(crate) trait Ser {
+        fn direct(&self) -> Result<String, OfError>;
+        fn via(&self) -> Result<String, OfError>;
+    }
+
+    impl<T: Serialize> Ser for T {
+        fn direct(&self) -> Result<String, OfError> {
+            to_canonical_string_of(self)
+        }
+        fn via(&self) -> Result<String, OfError> {
+            via_value(self)
+        }
+    }
+}
+
+/// ASCII-keyed members in any order (a map that keeps insertion order writes them so).
+fn ascii_members() -> impl Strategy<Value = Map<String, Value>> {
+    proptest::collection::vec(("[a-c]{0,2}", json_value()), 0..8)
+        .prop_map(|pairs| pairs.into_iter().collect())
+}
+
 // ---------------------------------------------------------------- properties
 
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn canonical_text_straight_from_serialize_is_the_value_routes(
+        v in json_value(),
+        m in ascii_members(),
+        req in request(),
+        ctx in context(),
+        out in outcome(),
+    ) {
+        prop_assert_eq!(to_canonical_string_of(&v), via_value(&v));
+        prop_assert_eq!(to_canonical_string_of(&m), via_value(&m));
+        prop_assert_eq!(to_canonical_string_of(&req), via_value(&req));
+        prop_assert_eq!(to_canonical_string_of(&ctx), via_value(&ctx));
+        prop_assert_eq!(to_canonical_string_of(&out), via_value(&out));
+        prop_assert_eq!(
+            Digest::of_serialize(&req).unwrap(),
+            Digest::of_json(&serde_json::to_value(&req).unwrap()).unwrap()
+        );
+    }
 
     #[test]
     fn values_round_trip_match_schema_and_reject_unknown_fields(

@@ -314,7 +314,7 @@ impl OperationStart {
     ) -> Result<Self, GovernanceError> {
         let request_digest =
             Digest::of_serialize(request).map_err(|e| GovernanceError::Invalid(e.to_string()))?;
-        let arguments_digest = Digest::of_json(&Value::Object(request.arguments().clone()))
+        let arguments_digest = Digest::of_serialize(request.arguments())
             .map_err(|e| GovernanceError::Invalid(e.to_string()))?;
         Ok(Self {
             operation_id,

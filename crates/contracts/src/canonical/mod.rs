@@ -18,7 +18,10 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use serde_json::{Number, Value};
+
+mod serializer;
 
 /// The largest integer magnitude that an IEEE double represents exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -50,10 +53,54 @@ pub enum CanonicalError {
 /// assert_eq!(to_canonical_string(&v).unwrap(), r#"{"a":"😀","b":[1,1e+21,0.000001]}"#);
 /// ```
 pub fn to_canonical_string(value: &Value) -> Result<String, CanonicalError> {
-    let mut out = String::new();
+    let mut out = String::with_capacity(256);
+    // Most values are written in one pass; the general writer below (key sorting by UTF-16
+    // code units, floats, large integers, the error's pointer) takes the rest.
+    if serializer::write(&mut out, value).is_ok() {
+        return Ok(out);
+    }
+    out.clear();
     let mut pointer = String::new();
     write_value(&mut out, value, &mut pointer)?;
     Ok(out)
+}
+
+/// The canonical form of any serializable value: exactly
+/// `to_canonical_string(&serde_json::to_value(value)?)`, written straight from the value where
+/// it can be (strings, booleans, integers within ±(2^53 − 1), options, sequences, structs, maps
+/// with plain ASCII keys, enums), without building the `Value` tree; anything else (a float, a
+/// larger integer, a key that needs escaping) goes through the tree, with its result or error.
+///
+/// ```
+/// use warden_contracts::canonical::{to_canonical_string, to_canonical_string_of};
+/// #[derive(serde::Serialize)]
+/// struct Call<'a> { tool: &'a str, args: serde_json::Value, retries: Option<u32> }
+/// let call = Call { tool: "bash", args: serde_json::json!({"z": 1, "a": [true, null]}), retries: None };
+/// let text = to_canonical_string_of(&call).unwrap();
+/// assert_eq!(text, r#"{"args":{"a":[true,null],"z":1},"retries":null,"tool":"bash"}"#);
+/// assert_eq!(text, to_canonical_string(&serde_json::to_value(&call).unwrap()).unwrap());
+/// ```
+pub fn to_canonical_string_of<T: Serialize + ?Sized>(value: &T) -> Result<String, OfError> {
+    let mut out = String::with_capacity(256);
+    if serializer::write(&mut out, value).is_ok() {
+        return Ok(out);
+    }
+    let value = serde_json::to_value(value).map_err(|e| OfError::Serialize(e.to_string()))?;
+    out.clear();
+    let mut pointer = String::new();
+    write_value(&mut out, &value, &mut pointer)?;
+    Ok(out)
+}
+
+/// Why [`to_canonical_string_of`] has no text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OfError {
+    /// The value's `Serialize` failed (as `serde_json::to_value` reports it).
+    #[error("{0}")]
+    Serialize(String),
+    /// Its JSON has no canonical form.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
 }
 
 /// [`to_canonical_string`] as bytes (UTF-8), the input of every [`crate::Digest`].
@@ -247,7 +294,57 @@ fn write_string(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The general writer alone (what every value's text is checked against).
+    fn general(value: &Value) -> Result<String, CanonicalError> {
+        let mut out = String::new();
+        write_value(&mut out, value, &mut String::new())?;
+        Ok(out)
+    }
+
+    /// Any JSON: floats, integers past 2^53, keys in any order, escaped and beyond the BMP.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-(1i64 << 53)..(1i64 << 53)).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,8}|[\\x00-\\x1f\"\\\\\u{e000}\u{1f600}]{0,3}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::vec(("[a-c]{0,2}|\\PC{0,3}", inner), 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: if std::env::var_os("CI").is_some() { 64 } else { 512 },
+            ..ProptestConfig::default()
+        })]
+
+        /// The one-pass writer gives exactly the general writer's text, or leaves the value to
+        /// it (so errors are the general writer's too).
+        #[test]
+        fn the_one_pass_writer_is_the_general_one(v in any_json()) {
+            prop_assert_eq!(to_canonical_string(&v), general(&v));
+            let direct = to_canonical_string_of(&v).map_err(|e| match e {
+                OfError::Canonical(c) => c,
+                OfError::Serialize(m) => panic!("a Value always serializes: {m}"),
+            });
+            prop_assert_eq!(direct, general(&v));
+        }
+    }
 
     fn es6(f: f64) -> String {
         let mut s = String::new();
