@@ -132,7 +132,8 @@ impl Writer<'_> {
     /// repeated key gives up (the `Value` route keeps the last one).
     fn close_object(&mut self, base: usize) -> Result<(), GiveUp> {
         let members = &self.entries[base..];
-        let key = |e: &Entry| &self.out.as_bytes()[e.start..e.key_end];
+        // The key's text between its quotes (with them, "a" would sort after "a!").
+        let key = |e: &Entry| &self.out.as_bytes()[e.start + 1..e.key_end - 1];
         let mut sorted = true;
         for pair in members.windows(2) {
             match key(&pair[0]).cmp(key(&pair[1])) {
@@ -355,49 +356,28 @@ impl Seq<'_, '_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
+/// serde's four array traits, each one element at a time.
+macro_rules! array_traits {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Seq<'_, '_> {
+            type Ok = ();
+            type Error = GiveUp;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), GiveUp> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
-}
+array_traits!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// An object being written (for a struct variant, inside its one-member object).
 pub(super) struct Object<'a, 'b> {
@@ -446,35 +426,27 @@ impl ser::SerializeMap for Object<'_, '_> {
     }
 }
 
-impl ser::SerializeStruct for Object<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.member(key, value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
+/// serde's two struct traits, each one named field at a time.
+macro_rules! struct_traits {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Object<'_, '_> {
+            type Ok = ();
+            type Error = GiveUp;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), GiveUp> {
+                self.member(key, value)
+            }
+            fn end(self) -> Result<(), GiveUp> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Object<'_, '_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.member(key, value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        self.close()
-    }
-}
+struct_traits!(SerializeStruct, SerializeStructVariant);
 
 /// A map key's text: a string (or a newtype around one); any other key gives up.
 struct KeyText<'k>(&'k mut String);
