@@ -830,6 +830,20 @@ impl Serialize for Members {
     }
 }
 
+/// A `Serialize` that breaks serde's order: a key, then another key, then one value.
+struct KeyWithoutValue;
+
+impl Serialize for KeyWithoutValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_key("b")?;
+        map.serialize_key("a")?;
+        map.serialize_value(&1)?;
+        map.end()
+    }
+}
+
 #[derive(Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Shape {
@@ -869,6 +883,7 @@ fn canonical_text_straight_from_serialize_is_the_value_routes_for_every_shape() 
         ])),
         Box::new(members(vec![("big", json!(-9_007_199_254_740_992i64))])),
         Box::new(Members(vec![], true)),
+        Box::new(KeyWithoutValue),
         Box::new(vec![
             Shape::Unit,
             Shape::Struct {

@@ -132,6 +132,10 @@ impl Writer<'_> {
     /// repeated key gives up (the `Value` route keeps the last one).
     fn close_object(&mut self, base: usize) -> Result<(), GiveUp> {
         let members = &self.entries[base..];
+        // A key without its value (a `Serialize` that broke serde's order): not ours to write.
+        if members.iter().any(|e| e.end <= e.key_end) {
+            return Err(GiveUp);
+        }
         // The key's text between its quotes (with them, "a" would sort after "a!").
         let key = |e: &Entry| &self.out.as_bytes()[e.start + 1..e.key_end - 1];
         let mut sorted = true;
