@@ -45,6 +45,12 @@ fn verify_all(records: &[EvidenceRecord]) {
     assert!(r.result.valid);
 }
 
+/// The median of `values`, which it sorts (so the smallest is first afterwards).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// This thread's CPU time in nanoseconds (`/proc/thread-self/schedstat`, first field).
 fn thread_cpu_ns() -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -111,8 +117,7 @@ fn main() {
                 }
                 cpu.push((thread_cpu_ns() - c0) as f64 / n as f64);
             }
-            cpu.sort_by(f64::total_cmp);
-            let c = cpu[rounds / 2];
+            let c = median(&mut cpu);
             eprintln!(
                 "median per record, both hashes: {c:.0} ns CPU ({:.0} records/s)",
                 1e9 / c
@@ -147,9 +152,7 @@ fn main() {
                     cpu.iter().map(|c| *c as u64).collect::<Vec<_>>()
                 );
             }
-            cpu.sort_by(f64::total_cmp);
-            wall.sort_by(f64::total_cmp);
-            let (c, w) = (cpu[rounds / 2], wall[rounds / 2]);
+            let (c, w) = (median(&mut cpu), median(&mut wall));
             eprintln!(
                 "median per record: {c:.0} ns CPU ({:.0} records/s), {w:.0} ns wall ({:.0} records/s); min CPU {:.0} ns",
                 1e9 / c,
@@ -174,8 +177,7 @@ fn main() {
                 let took = workload::append_shared(&store, &genesis, &owners, how);
                 wall.push(took.as_nanos() as f64 / (2 * n) as f64);
             }
-            wall.sort_by(f64::total_cmp);
-            let w = wall[rounds / 2];
+            let w = median(&mut wall);
             eprintln!(
                 "{how:?}: median per record: {w:.0} ns wall ({:.0} records/s)",
                 1e9 / w

@@ -279,10 +279,21 @@ impl MemoryStore {
         append: PreparedAppend,
         expected_sequence: u64,
     ) -> Result<AppendReceipt, EvidenceError> {
+        self.append_placed(append, expected_sequence).0
+    }
+
+    /// Appends a prepared append at `expected_sequence`; also returns what is left of it, for
+    /// the caller to free where it chooses.
+    fn append_placed(
+        &self,
+        append: PreparedAppend,
+        expected_sequence: u64,
+    ) -> (Result<AppendReceipt, EvidenceError>, EvidenceAppend) {
         let (entry, prepared) = append.place(expected_sequence);
-        self.with_chain(&entry.chain_id, |chain| {
+        let result = self.with_chain(&entry.chain_id, |chain| {
             self.append_to(chain, &entry, prepared)
-        })
+        });
+        (result, entry)
     }
 
     /// The part of an append that holds its chain's lock.
@@ -462,10 +473,7 @@ impl GovernedStore for MemoryStore {
     }
 
     fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
-        let (entry, prepared) = append.place(expected_sequence);
-        let result = self.with_chain(&entry.chain_id, |chain| {
-            self.append_to(chain, &entry, prepared)
-        });
+        let (result, entry) = self.append_placed(append, expected_sequence);
         // What is left of the append is freed when the future is awaited: after the caller's
         // lock (the recorder's), not under it.
         Box::pin(async move {

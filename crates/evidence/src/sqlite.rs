@@ -590,7 +590,15 @@ impl SqliteStore {
         &self,
         entry: EvidenceAppend,
     ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
-        let rx = self.submit(JobOp::evidence(entry));
+        self.queue(JobOp::evidence(entry))
+    }
+
+    /// Queues `op` now; the future resolves with its receipt once its commit is durable.
+    fn queue(
+        &self,
+        op: JobOp,
+    ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
+        let rx = self.submit(op);
         async move {
             rx.await
                 .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
@@ -604,11 +612,7 @@ impl SqliteStore {
         append: PreparedAppend,
         expected_sequence: u64,
     ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
-        let rx = self.submit(JobOp::prepared(append, expected_sequence));
-        async move {
-            rx.await
-                .unwrap_or_else(|_| Err(unavailable("the evidence writer stopped")))
-        }
+        self.queue(JobOp::prepared(append, expected_sequence))
     }
 
     /// Appends and blocks until the commit is durable (not from inside an async runtime).

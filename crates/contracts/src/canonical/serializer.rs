@@ -452,6 +452,15 @@ macro_rules! struct_traits {
 
 struct_traits!(SerializeStruct, SerializeStructVariant);
 
+/// Scalar `Serializer` methods that give up.
+macro_rules! refuse_scalars {
+    ($($method:ident: $ty:ty),*) => {$(
+        fn $method(self, _: $ty) -> Result<(), GiveUp> {
+            Err(GiveUp)
+        }
+    )*};
+}
+
 /// A map key's text: a string (or a newtype around one); any other key gives up.
 struct KeyText<'k>(&'k mut String);
 
@@ -483,39 +492,19 @@ impl ser::Serializer for KeyText<'_> {
         }
         value.serialize(self)
     }
-    fn serialize_bool(self, _: bool) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_i8(self, _: i8) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_i16(self, _: i16) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_i32(self, _: i32) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_i64(self, _: i64) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_u8(self, _: u8) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_u16(self, _: u16) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_u32(self, _: u32) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_u64(self, _: u64) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_f32(self, _: f32) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
-    fn serialize_f64(self, _: f64) -> Result<(), GiveUp> {
-        Err(GiveUp)
-    }
+    refuse_scalars!(
+        serialize_bool: bool,
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_f32: f32,
+        serialize_f64: f64
+    );
     fn serialize_bytes(self, _: &[u8]) -> Result<(), GiveUp> {
         Err(GiveUp)
     }
