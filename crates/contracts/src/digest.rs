@@ -43,17 +43,6 @@ impl JsonSchema for Digest {
     }
 }
 
-/// Which bytes are lower-case hex digits.
-const HEX_DIGIT: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        t[b] = matches!(b as u8, b'0'..=b'9' | b'a'..=b'f');
-        b += 1;
-    }
-    t
-};
-
 /// The two lower-case hex digits of every byte.
 const HEX_PAIRS: [[u8; 2]; 256] = {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -106,9 +95,9 @@ impl Digest {
     pub fn is_valid(s: &str) -> bool {
         s.len() == DIGEST_LEN
             && s.starts_with(DIGEST_PREFIX)
-            && s.as_bytes()[DIGEST_PREFIX.len()..]
-                .iter()
-                .all(|&b| HEX_DIGIT[usize::from(b)])
+            && crate::bytes::all(&s.as_bytes()[DIGEST_PREFIX.len()..], |b| {
+                b.wrapping_sub(b'0') < 10 || b.wrapping_sub(b'a') < 6
+            })
     }
 
     /// The digest of a JSON value's canonical form.

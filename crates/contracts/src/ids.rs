@@ -23,25 +23,9 @@ fn is_valid_id(s: &str) -> bool {
 }
 
 /// Whether every byte is printable ASCII other than the space (`!` to `~`): ASCII whitespace
-/// and controls are exactly the bytes up to the space, and DEL. Eight bytes at a time (a byte
-/// out of range can flag its neighbours too, but never flags a word that has none).
+/// and controls are exactly the bytes up to the space, and DEL.
 fn printable_ascii(b: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let bad = |chunk: &[u8]| {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        // Below `!`, or above `~` (DEL, and every byte with its high bit set).
-        let low = w.wrapping_sub(ONES * 0x21) & !w;
-        let high = w.wrapping_add(ONES) | w;
-        (low | high) & HIGHS != 0
-    };
-    let mut chunks = b.chunks_exact(8);
-    if chunks.by_ref().any(bad) {
-        return false;
-    }
-    chunks.remainder().iter().all(|&c| c > b' ' && c < 0x7f)
+    crate::bytes::all(b, |c| c.wrapping_sub(b'!') < b'~' - b'!' + 1)
 }
 
 fn check_id(what: &'static str, s: &str) -> Result<(), ContractError> {

@@ -39,6 +39,7 @@
 
 mod action;
 mod approval;
+mod bytes;
 pub mod canonical;
 mod capability;
 mod decision;

@@ -160,6 +160,46 @@ fn main() {
                 cpu[0]
             );
         }
+        "memory-hot" => {
+            // Rounds as `memory-time`, alternating: the appends as built (cold: 10,000 appends
+            // built before, their payloads long out of the cache), and each batch of B appends
+            // (third argument, default 64) copied just before it is appended (untimed), as a
+            // recorder appends a payload it has just built. Wall time of the appends alone.
+            let entries = workload::appends("mem", n);
+            let rounds: usize = args.next().map_or(30, |s| s.parse().unwrap());
+            let batch: usize = args.next().map_or(64, |s| s.parse().unwrap());
+            let (mut cold, mut hot) = (Vec::new(), Vec::new());
+            for round in 0..2 * rounds {
+                let store = MemoryStore::new();
+                let mut took = std::time::Duration::ZERO;
+                for chunk in entries.chunks(batch) {
+                    let copy: Vec<EvidenceAppend>;
+                    let appends = if round % 2 == 1 {
+                        copy = chunk.to_vec();
+                        &copy[..]
+                    } else {
+                        chunk
+                    };
+                    let t0 = std::time::Instant::now();
+                    append_all(&store, appends);
+                    took += t0.elapsed();
+                }
+                let per = took.as_nanos() as f64 / n as f64;
+                if round % 2 == 1 {
+                    hot.push(per)
+                } else {
+                    cold.push(per)
+                }
+            }
+            let (c, h) = (median(&mut cold), median(&mut hot));
+            eprintln!(
+                "median per record: cold {c:.0} ns ({:.0} records/s), hot (batches of {batch}) {h:.0} ns ({:.0} records/s); min {:.0} / {:.0} ns",
+                1e9 / c,
+                1e9 / h,
+                cold[0],
+                hot[0]
+            );
+        }
         "memory-shared" => {
             // Two appenders on one chain (`workload::append_shared`), N records each, in rounds:
             // the median wall time per record. A fourth argument picks the peer: `whole` (the
