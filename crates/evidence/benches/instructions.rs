@@ -8,14 +8,15 @@
 //! ```
 //!
 //! Workloads (first argument, then N): `memory` appends N records to a `MemoryStore`
-//! (`memory-time` does it in rounds and prints the median CPU and wall time per record); `verify`
-//! verifies them; `sqlite` appends N records to a `SqliteStore` (`synchronous=FULL`) from 16
-//! pipelining appenders, `sqlite-waiting` from 128 appenders that each wait for their receipt
-//! (a third argument sets the number of appenders), `sqlite-latency` from one appender;
-//! `memory-shared` has two appenders share one chain (N records each; then rounds, and `whole`
-//! or `one` for the peers of `workload::Shared`); `memory-tail` times each of N appends to one
-//! chain and prints the longest. The
-//! SQLite workloads also print their wall time, for a quick look without criterion.
+//! (`memory-time` does it in rounds and prints the median CPU and wall time per record;
+//! `memory-hot` alternates such rounds with rounds whose appends were just copied,
+//! `workload::append_just_built`); `verify` verifies them; `sqlite` appends N records to a
+//! `SqliteStore` (`synchronous=FULL`) from 16 pipelining appenders, `sqlite-waiting` from 128
+//! appenders that each wait for their receipt (a third argument sets the number of appenders),
+//! `sqlite-latency` from one appender; `memory-shared` has two appenders share one chain (N
+//! records each; then rounds, and `whole` or `one` for the peers of `workload::Shared`);
+//! `memory-tail` times each of N appends to one chain and prints the longest. The SQLite
+//! workloads also print their wall time, for a quick look without criterion.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -162,38 +163,28 @@ fn main() {
         }
         "memory-hot" => {
             // Rounds as `memory-time`, alternating: the appends as built (cold: 10,000 appends
-            // built before, their payloads long out of the cache), and each batch of B appends
-            // (third argument, default 64) copied just before it is appended (untimed), as a
-            // recorder appends a payload it has just built. Wall time of the appends alone.
+            // built before, their payloads out of the cache), and each batch of B appends (third
+            // argument, default `JUST_BUILT_BATCH`) copied just before it is appended
+            // (`workload::append_just_built`). Wall time of the appends alone.
             let entries = workload::appends("mem", n);
             let rounds: usize = args.next().map_or(30, |s| s.parse().unwrap());
-            let batch: usize = args.next().map_or(64, |s| s.parse().unwrap());
+            let batch: usize = args
+                .next()
+                .map_or(workload::JUST_BUILT_BATCH, |s| s.parse().unwrap());
             let (mut cold, mut hot) = (Vec::new(), Vec::new());
-            for round in 0..2 * rounds {
+            for _ in 0..rounds {
                 let store = MemoryStore::new();
-                let mut took = std::time::Duration::ZERO;
-                for chunk in entries.chunks(batch) {
-                    let copy: Vec<EvidenceAppend>;
-                    let appends = if round % 2 == 1 {
-                        copy = chunk.to_vec();
-                        &copy[..]
-                    } else {
-                        chunk
-                    };
-                    let t0 = std::time::Instant::now();
-                    append_all(&store, appends);
-                    took += t0.elapsed();
-                }
-                let per = took.as_nanos() as f64 / n as f64;
-                if round % 2 == 1 {
-                    hot.push(per)
-                } else {
-                    cold.push(per)
-                }
+                let start = std::time::Instant::now();
+                append_all(&store, &entries);
+                cold.push(start.elapsed().as_nanos() as f64 / n as f64);
+                drop(store);
+                let store = MemoryStore::new();
+                let took = workload::append_just_built(&store, &entries, batch);
+                hot.push(took.as_nanos() as f64 / n as f64);
             }
             let (c, h) = (median(&mut cold), median(&mut hot));
             eprintln!(
-                "median per record: cold {c:.0} ns ({:.0} records/s), hot (batches of {batch}) {h:.0} ns ({:.0} records/s); min {:.0} / {:.0} ns",
+                "median per record: cold {c:.0} ns ({:.0} records/s), just built (batches of {batch}) {h:.0} ns ({:.0} records/s); min {:.0} / {:.0} ns",
                 1e9 / c,
                 1e9 / h,
                 cold[0],

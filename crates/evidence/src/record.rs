@@ -190,9 +190,10 @@ thread_local! {
     /// The last chain's id prefix: appends and verification walk one chain at a time.
     static CHAIN_PREFIX: std::cell::RefCell<Option<(Family, String, [u8; 16])>> =
         const { std::cell::RefCell::new(None) };
-    /// Text buffers (the hash input, a payload's escaped text), reused from record to record.
-    static BUFFERS: std::cell::RefCell<(String, String)> =
-        const { std::cell::RefCell::new((String::new(), String::new())) };
+    /// Text buffers (the hash input, a payload's escaped text, its canonical text), reused
+    /// from record to record.
+    static BUFFERS: std::cell::RefCell<(String, String, String)> =
+        const { std::cell::RefCell::new((String::new(), String::new(), String::new())) };
 }
 
 /// The fields of one record, borrowed: shared by evidence and journal records.
@@ -353,22 +354,23 @@ fn write_hash_input(out: &mut String, f: &Fields<'_>) {
 
 /// The chain hash of a record's fields.
 pub fn chain_hash(f: &Fields<'_>) -> Digest {
-    with_buffers(|buffer, _| {
+    with_buffers(|buffer, _, _| {
         write_hash_input(buffer, f);
         Digest::of_bytes(buffer.as_bytes())
     })
 }
 
 /// Runs `f` with the thread's text buffers (cleared), reused from record to record.
-fn with_buffers<T>(f: impl FnOnce(&mut String, &mut String) -> T) -> T {
+fn with_buffers<T>(f: impl FnOnce(&mut String, &mut String, &mut String) -> T) -> T {
     BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
         Ok(mut buffers) => {
-            let (a, b) = &mut *buffers;
+            let (a, b, c) = &mut *buffers;
             a.clear();
             b.clear();
-            let out = f(a, b);
+            c.clear();
+            let out = f(a, b, c);
             // Keep the buffers for the next record unless a huge payload grew them.
-            for buffer in [a, b] {
+            for buffer in [a, b, c] {
                 if buffer.capacity() > 1 << 20 {
                     *buffer = String::new();
                 }
@@ -376,13 +378,13 @@ fn with_buffers<T>(f: impl FnOnce(&mut String, &mut String) -> T) -> T {
             out
         }
         // Not reentrant; should it ever be, fresh buffers give the same result.
-        Err(_) => f(&mut String::new(), &mut String::new()),
+        Err(_) => f(&mut String::new(), &mut String::new(), &mut String::new()),
     })
 }
 
 /// The chain hash's text: the hash input is written into a reused buffer and hashed once.
 pub(crate) fn chain_hash_text(f: &Fields<'_>) -> DigestText {
-    with_buffers(|buffer, _| {
+    with_buffers(|buffer, _, _| {
         write_hash_input(buffer, f);
         digest_text(buffer.as_bytes())
     })
@@ -695,18 +697,10 @@ impl Sink for Dual<'_> {
     }
 }
 
-/// The canonical text of `value`, and its contents as a JSON string written into `escaped`
-/// (`None` when the fast path cannot write it).
-fn canonical_json_escaped(value: &Value, escaped: &mut String) -> Option<String> {
-    let mut text = String::with_capacity(256);
-    write_canonical(
-        &mut Dual {
-            text: &mut text,
-            escaped,
-        },
-        value,
-    )
-    .then_some(text)
+/// Writes the canonical text of `value` into `text` and its contents as a JSON string into
+/// `escaped`; `false` when the fast path cannot write it.
+fn canonical_json_escaped(value: &Value, text: &mut String, escaped: &mut String) -> bool {
+    write_canonical(&mut Dual { text, escaped }, value)
 }
 
 /// Returns `false` when the fast path cannot write `v` exactly.
@@ -1114,13 +1108,16 @@ impl<H: PrefixState> Canonical<H> {
         value: &Value,
         mut hasher: H,
     ) -> Result<Self, EvidenceError> {
-        with_buffers(|buffer, escaped| {
-            let (json, escaped) = match canonical_json_escaped(value, escaped) {
-                Some(json) => (json, Some(&*escaped)),
-                None => (
+        with_buffers(|buffer, escaped, text| {
+            // Written into a reused buffer, then copied into a string of its exact size: the
+            // record keeps no unused capacity, and a large payload is never copied as it grows.
+            let (json, escaped) = if canonical_json_escaped(value, text, escaped) {
+                (String::from(text.as_str()), Some(&*escaped))
+            } else {
+                (
                     canonical::to_canonical_string(value).map_err(|e| invalid(e.to_string()))?,
                     None,
-                ),
+                )
             };
             let digest = digest_text(json.as_bytes());
             let fields = PrefixFields {
@@ -1281,7 +1278,7 @@ pub(crate) fn seal_on<H: PrefixState>(
     check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
     let prepared = prepared.map_err(Clone::clone)?;
     let previous = head.map(|h| h.chain_hash.clone());
-    let chain_hash = with_buffers(|suffix, _| {
+    let chain_hash = with_buffers(|suffix, _, _| {
         write_suffix(
             suffix,
             true,
@@ -1481,8 +1478,8 @@ mod tests {
                 map.insert(k.clone(), json!([v, n % (1 << 50), {"k": v, "b": true}]));
             }
             let value = Value::Object(map);
-            let mut escaped = String::new();
-            let text = canonical_json_escaped(&value, &mut escaped).unwrap();
+            let (mut text, mut escaped) = (String::new(), String::new());
+            prop_assert!(canonical_json_escaped(&value, &mut text, &mut escaped));
             prop_assert_eq!(&text, &canonical::to_canonical_string(&value).unwrap());
             let mut quoted = String::new();
             write_str(&mut quoted, &text);
