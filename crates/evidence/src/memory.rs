@@ -313,6 +313,7 @@ impl MemoryStore {
         let facts = checked.facts();
         let view = View {
             fields: seal.fields(&a, &payload),
+            record_id: &payload.record_id,
             record_type: entry.record_type,
             operation_id: entry.operation_id.as_ref(),
             supersedes_record_id: entry.supersedes_record_id.as_ref(),

@@ -703,6 +703,16 @@ fn canonical_json_escaped(value: &Value, text: &mut String, escaped: &mut String
     write_canonical(&mut Dual { text, escaped }, value)
 }
 
+/// Whether `a` sorts strictly before `b` in byte order: the first bytes decide most pairs of
+/// keys without a call to compare the rest.
+#[inline(always)]
+fn sorts_before(a: &str, b: &str) -> bool {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x < y,
+        _ => a < b,
+    }
+}
+
 /// Returns `false` when the fast path cannot write `v` exactly.
 fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
     match v {
@@ -749,7 +759,7 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
             for (k, item) in map {
                 match previous {
                     None => {}
-                    Some(p) if p < k.as_str() => out.byte(','),
+                    Some(p) if sorts_before(p, k) => out.byte(','),
                     Some(_) => {
                         in_order = false;
                         break;

@@ -153,6 +153,8 @@ enum Change {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct View<'a> {
     pub(crate) fields: Fields<'a>,
+    /// The record's id, typed (`fields.record_id` is its text).
+    pub(crate) record_id: &'a RecordId,
     pub(crate) record_type: RecordType,
     pub(crate) operation_id: Option<&'a OperationId>,
     pub(crate) supersedes_record_id: Option<&'a RecordId>,
@@ -162,6 +164,7 @@ impl<'a> View<'a> {
     pub(crate) fn of(r: &'a EvidenceRecord) -> Self {
         Self {
             fields: Fields::of(r),
+            record_id: &r.record_id,
             record_type: r.record_type,
             operation_id: r.operation_id.as_ref(),
             supersedes_record_id: r.supersedes_record_id.as_ref(),
@@ -288,23 +291,19 @@ impl ChainTracker {
                 let Some(op) = v.operation_id else { return };
                 let op = l.prebound.take(op).unwrap_or_else(|| op.clone());
                 l.operations += 1;
-                if let Ok(started_record_id) = RecordId::new(f.record_id) {
-                    l.open.insert(
-                        op,
-                        OpenOperation {
-                            started_record_id,
-                            started_sequence: f.sequence,
-                            gates: Vec::new(),
-                            excepted: Vec::new(),
-                        },
-                    );
-                }
+                l.open.insert(
+                    op,
+                    OpenOperation {
+                        started_record_id: v.record_id.clone(),
+                        started_sequence: f.sequence,
+                        gates: Vec::new(),
+                        excepted: Vec::new(),
+                    },
+                );
             }
             Change::Gate(level, verdict) => {
-                if let Some(o) = v.operation_id.and_then(|op| l.open.get_mut(op))
-                    && let Ok(id) = RecordId::new(f.record_id)
-                {
-                    o.gates.push((id, level, verdict));
+                if let Some(o) = v.operation_id.and_then(|op| l.open.get_mut(op)) {
+                    o.gates.push((v.record_id.clone(), level, verdict));
                 }
             }
             Change::Exception(gate) => {
