@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use foldhash::HashMap;
@@ -22,52 +22,30 @@ use crate::verify::{self, ChainTracker, Expected, Report, View};
 #[derive(Debug)]
 struct Chain {
     records: Chunked<Stored>,
-    /// The last record's policy id and version, shared by the records that repeat them.
-    policy: Option<Arc<(String, String)>>,
-    /// The last operation id stored, shared by the records of that operation.
-    operation: Option<Arc<OperationId>>,
+    /// Each run of records with the same policy id and version, its pair once.
+    policies: Vec<(String, String)>,
+    /// Each run of records of the same operation, its id once.
+    operations: Vec<OperationId>,
     tracker: ChainTracker,
 }
 
 /// A stored evidence record, without what its place in the chain implies (its id, its chain,
-/// its predecessor's hash, the hash algorithm): [`Stored::record`] rebuilds the full record,
-/// equal to what [`record::seal`] returns.
+/// its predecessor's hash, the hash algorithm) and with its policy and operation as indexes
+/// into its chain's lists: [`Chain::record`] rebuilds the full record, equal to what
+/// [`record::seal`] returns. Nothing in it is shared (no reference counts to touch on an
+/// append).
 #[derive(Debug)]
 struct Stored {
     record_type: RecordType,
-    operation_id: Option<Arc<OperationId>>,
-    policy: Arc<(String, String)>,
+    /// Index into [`Chain::operations`].
+    operation: Option<usize>,
+    /// Index into [`Chain::policies`].
+    policy: usize,
     payload_json: String,
     payload_digest: DigestText,
-    chain_hash: Digest,
+    chain_hash: DigestText,
     supersedes_record_id: Option<RecordId>,
     created_at: Timestamp,
-}
-
-impl Stored {
-    fn record(
-        &self,
-        chain_id: &ChainId,
-        sequence: u64,
-        previous: Option<&Digest>,
-    ) -> Result<EvidenceRecord, EvidenceError> {
-        Ok(EvidenceRecord {
-            record_id: record::record_id_for(Family::Evidence, chain_id, sequence)?,
-            record_type: self.record_type,
-            chain_id: chain_id.clone(),
-            operation_id: self.operation_id.as_deref().cloned(),
-            sequence,
-            policy_id: self.policy.0.clone(),
-            policy_version: self.policy.1.clone(),
-            payload_json: self.payload_json.clone(),
-            payload_digest: self.payload_digest.to_digest(),
-            previous_chain_hash: previous.cloned(),
-            chain_hash: self.chain_hash.clone(),
-            supersedes_record_id: self.supersedes_record_id.clone(),
-            created_at: self.created_at,
-            hash_algorithm: HASH_ALGORITHM.to_owned(),
-        })
-    }
 }
 
 /// Records per chunk of a chain's list.
@@ -116,18 +94,55 @@ impl Chain {
     fn records(&self, chain_id: &ChainId, start: usize, limit: usize) -> Vec<EvidenceRecord> {
         let end = start.saturating_add(limit).min(self.records.len());
         let mut out = Vec::with_capacity(end.saturating_sub(start));
+        let mut previous = start
+            .checked_sub(1)
+            .and_then(|p| self.records.get(p))
+            .map(|p| p.chain_hash.to_digest());
         for i in start..end {
-            let previous = i
-                .checked_sub(1)
-                .and_then(|p| self.records.get(p))
-                .map(|p| &p.chain_hash);
-            if let Some(r) = self.records.get(i)
-                && let Ok(record) = r.record(chain_id, i as u64, previous)
+            let Some(r) = self.records.get(i) else { break };
+            let chain_hash = r.chain_hash.to_digest();
+            if let Ok(record) =
+                self.record(r, chain_id, i as u64, previous.take(), chain_hash.clone())
             {
                 out.push(record);
             }
+            previous = Some(chain_hash);
         }
         out
+    }
+
+    /// The full record of `r`, at `sequence`.
+    fn record(
+        &self,
+        r: &Stored,
+        chain_id: &ChainId,
+        sequence: u64,
+        previous_chain_hash: Option<Digest>,
+        chain_hash: Digest,
+    ) -> Result<EvidenceRecord, EvidenceError> {
+        let missing =
+            || record::invalid("a stored record names a policy or operation its chain lacks");
+        let (policy_id, policy_version) = self.policies.get(r.policy).ok_or_else(missing)?.clone();
+        let operation_id = match r.operation {
+            Some(i) => Some(self.operations.get(i).ok_or_else(missing)?.clone()),
+            None => None,
+        };
+        Ok(EvidenceRecord {
+            record_id: record::record_id_for(Family::Evidence, chain_id, sequence)?,
+            record_type: r.record_type,
+            chain_id: chain_id.clone(),
+            operation_id,
+            sequence,
+            policy_id,
+            policy_version,
+            payload_json: r.payload_json.clone(),
+            payload_digest: r.payload_digest.to_digest(),
+            previous_chain_hash,
+            chain_hash,
+            supersedes_record_id: r.supersedes_record_id.clone(),
+            created_at: r.created_at,
+            hash_algorithm: HASH_ALGORITHM.to_owned(),
+        })
     }
 }
 
@@ -211,8 +226,8 @@ impl MemoryStore {
         let chain = chains.entry(chain_id.clone()).or_insert_with(|| {
             Box::new(Mutex::new(Chain {
                 records: Chunked::new(),
-                policy: None,
-                operation: None,
+                policies: Vec::new(),
+                operations: Vec::new(),
                 tracker: ChainTracker::new(Family::Evidence, chain_id.clone()),
             }))
         });
@@ -353,31 +368,34 @@ impl MemoryStore {
             }
         }
         chain.tracker.apply(&view, &seal.chain_hash, pending);
-        let policy = match &chain.policy {
-            Some(p) if p.0 == entry.policy_id && p.1 == entry.policy_version => p.clone(),
+        let policy = match chain.policies.last() {
+            Some((id, version)) if *id == entry.policy_id && *version == entry.policy_version => {
+                chain.policies.len() - 1
+            }
             _ => {
-                let p = Arc::new((entry.policy_id.clone(), entry.policy_version.clone()));
-                chain.policy = Some(p.clone());
-                p
+                chain
+                    .policies
+                    .push((entry.policy_id.clone(), entry.policy_version.clone()));
+                chain.policies.len() - 1
             }
         };
-        let operation_id = match (&chain.operation, &entry.operation_id) {
+        let operation = match (chain.operations.last(), &entry.operation_id) {
             (_, None) => None,
-            (Some(last), Some(op)) if **last == *op => Some(last.clone()),
+            (Some(last), Some(op)) if last == op => Some(chain.operations.len() - 1),
             (_, Some(op)) => {
-                let op = Arc::new(op.clone());
-                chain.operation = Some(op.clone());
-                Some(op)
+                chain.operations.push(op.clone());
+                Some(chain.operations.len() - 1)
             }
         };
-        let receipt = seal.receipt(&entry.chain_id, payload.record_id);
+        let chain_hash = DigestText::of_digest(&seal.chain_hash);
+        let receipt = seal.into_receipt(&entry.chain_id, payload.record_id);
         chain.records.push(Stored {
             record_type: entry.record_type,
-            operation_id,
+            operation,
             policy,
             payload_json: payload.json,
             payload_digest: payload.digest,
-            chain_hash: seal.chain_hash,
+            chain_hash,
             supersedes_record_id: entry.supersedes_record_id.clone(),
             created_at: entry.created_at,
         });

@@ -75,6 +75,16 @@ impl DigestText {
         Self(text)
     }
 
+    /// The text of `digest`, copied. A `Digest` is always `blake3:` and 64 hex digits; were it
+    /// ever not, the text would be all zero bytes, which no chain hash verifies against.
+    pub(crate) fn of_digest(digest: &Digest) -> Self {
+        let mut text = [0u8; 71];
+        if let Ok(bytes) = <&[u8; 71]>::try_from(digest.as_str().as_bytes()) {
+            text = *bytes;
+        }
+        Self(text)
+    }
+
     /// The text.
     pub(crate) fn as_str(&self) -> &str {
         // ASCII by construction.
@@ -1338,6 +1348,16 @@ impl Seal {
         payload: &'a Prepared<H>,
     ) -> Fields<'a> {
         sealed_fields(a, payload, self.sequence, self.previous.as_ref())
+    }
+
+    /// The receipt, given the record id, taking the chain hash.
+    pub(crate) fn into_receipt(self, chain_id: &ChainId, record_id: RecordId) -> AppendReceipt {
+        AppendReceipt {
+            chain_id: chain_id.clone(),
+            record_id,
+            sequence: self.sequence,
+            chain_hash: self.chain_hash,
+        }
     }
 
     /// The receipt, given the record id.
