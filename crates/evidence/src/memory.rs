@@ -15,7 +15,7 @@ use warden_contracts::{
 
 use crate::facts::HasFacts;
 use crate::journal::{self, JournalAppend, JournalRecord};
-use crate::record::{self, AppendFields, DigestText, Family, Prefix, PrefixState, Prepared};
+use crate::record::{self, AppendFields, Family, Prefix, PrefixState, Prepared};
 use crate::store::{self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
@@ -42,8 +42,10 @@ struct Stored {
     /// Index into [`Chain::policies`].
     policy: usize,
     payload_json: String,
-    payload_digest: DigestText,
-    chain_hash: DigestText,
+    /// The payload digest's and the chain hash's bytes (their text is written when the record
+    /// is read).
+    payload_digest: [u8; 32],
+    chain_hash: [u8; 32],
     supersedes_record_id: Option<RecordId>,
     created_at: Timestamp,
 }
@@ -97,10 +99,10 @@ impl Chain {
         let mut previous = start
             .checked_sub(1)
             .and_then(|p| self.records.get(p))
-            .map(|p| p.chain_hash.to_digest());
+            .map(|p| Digest::from_hash_bytes(&p.chain_hash));
         for i in start..end {
             let Some(r) = self.records.get(i) else { break };
-            let chain_hash = r.chain_hash.to_digest();
+            let chain_hash = Digest::from_hash_bytes(&r.chain_hash);
             if let Ok(record) =
                 self.record(r, chain_id, i as u64, previous.take(), chain_hash.clone())
             {
@@ -136,7 +138,7 @@ impl Chain {
             policy_id,
             policy_version,
             payload_json: r.payload_json.clone(),
-            payload_digest: r.payload_digest.to_digest(),
+            payload_digest: Digest::from_hash_bytes(&r.payload_digest),
             previous_chain_hash,
             chain_hash,
             supersedes_record_id: r.supersedes_record_id.clone(),
@@ -387,14 +389,14 @@ impl MemoryStore {
                 Some(chain.operations.len() - 1)
             }
         };
-        let chain_hash = DigestText::of_digest(&seal.chain_hash);
+        let chain_hash = seal.hash;
         let receipt = seal.into_receipt(&entry.chain_id, payload.record_id);
         chain.records.push(Stored {
             record_type: entry.record_type,
             operation,
             policy,
             payload_json: payload.json,
-            payload_digest: payload.digest,
+            payload_digest: *payload.digest.hash(),
             chain_hash,
             supersedes_record_id: entry.supersedes_record_id.clone(),
             created_at: entry.created_at,

@@ -60,10 +60,13 @@ const HEX_PAIRS: [[u8; 2]; 256] = {
 };
 
 /// A digest's text (`blake3:` and 64 hex digits) on the stack (aligned, so reading it as a
-/// `str` checks whole words from its first byte).
+/// `str` checks whole words from its first byte), with the hash's bytes it was written from.
 #[derive(Clone, Copy)]
 #[repr(align(8))]
-pub(crate) struct DigestText([u8; 71]);
+pub(crate) struct DigestText {
+    text: [u8; 71],
+    hash: [u8; 32],
+}
 
 impl DigestText {
     fn of_hash(hash: &blake3::Hash) -> Self {
@@ -72,41 +75,26 @@ impl DigestText {
         for (pair, b) in text[7..].chunks_exact_mut(2).zip(hash.as_bytes()) {
             pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
         }
-        Self(text)
-    }
-
-    /// The text of `digest`, copied. A `Digest` is always `blake3:` and 64 hex digits; were it
-    /// ever not, the text would be all zero bytes, which no chain hash verifies against.
-    pub(crate) fn of_digest(digest: &Digest) -> Self {
-        let mut text = [0u8; 71];
-        if let Ok(bytes) = <&[u8; 71]>::try_from(digest.as_str().as_bytes()) {
-            text = *bytes;
+        Self {
+            text,
+            hash: *hash.as_bytes(),
         }
-        Self(text)
     }
 
     /// The text.
     pub(crate) fn as_str(&self) -> &str {
         // ASCII by construction.
-        std::str::from_utf8(&self.0).unwrap_or("")
+        std::str::from_utf8(&self.text).unwrap_or("")
     }
 
-    /// As a [`Digest`] (its one allocation): the hex read back into the hash's bytes, so the
-    /// digest is built without re-validating its text.
+    /// The hash's bytes.
+    pub(crate) fn hash(&self) -> &[u8; 32] {
+        &self.hash
+    }
+
+    /// As a [`Digest`] (its one allocation, from the hash's bytes: no text re-validated).
     pub(crate) fn to_digest(self) -> Digest {
-        let mut hash = [0u8; 32];
-        for (i, b) in hash.iter_mut().enumerate() {
-            *b = (hex_value(self.0[7 + 2 * i]) << 4) | hex_value(self.0[8 + 2 * i]);
-        }
-        Digest::from_hash_bytes(&hash)
-    }
-}
-
-/// The value of a lower-case hex digit (written by [`DigestText::of_hash`]).
-fn hex_value(c: u8) -> u8 {
-    match c {
-        b'a'..=b'f' => c - b'a' + 10,
-        _ => c.wrapping_sub(b'0') & 0x0f,
+        Digest::from_hash_bytes(&self.hash)
     }
 }
 
@@ -1273,6 +1261,8 @@ pub(crate) struct Seal {
     pub(crate) sequence: u64,
     pub(crate) previous: Option<Digest>,
     pub(crate) chain_hash: Digest,
+    /// The chain hash's bytes.
+    pub(crate) hash: [u8; 32],
 }
 
 /// Seals an append onto `head` (`None`: the chain is empty): checks that it names the next
@@ -1298,7 +1288,7 @@ pub(crate) fn seal_on<H: PrefixState>(
     check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
     let prepared = prepared.map_err(Clone::clone)?;
     let previous = head.map(|h| h.chain_hash.clone());
-    let chain_hash = with_buffers(|suffix, _, _| {
+    let hash = with_buffers(|suffix, _, _| {
         write_suffix(
             suffix,
             true,
@@ -1308,12 +1298,13 @@ pub(crate) fn seal_on<H: PrefixState>(
             next,
             a.supersedes_record_id.map(RecordId::as_str),
         );
-        Digest::from_hash_bytes(prepared.prefix.finish(suffix.as_bytes()).as_bytes())
+        *prepared.prefix.finish(suffix.as_bytes()).as_bytes()
     });
     Ok(Seal {
         sequence: next,
         previous,
-        chain_hash,
+        chain_hash: Digest::from_hash_bytes(&hash),
+        hash,
     })
 }
 
