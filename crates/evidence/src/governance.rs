@@ -35,9 +35,9 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde_json::{Value, json};
 use warden_contracts::{
     AppendReceipt, ApprovalId, ApprovalReceipt, ChainHead, ChainId, Digest, Disposition,
-    EvidenceAppend, EvidenceError, EvidenceRef, ExecutionContext, ExecutionOutcome,
-    ExecutionRequest, ExecutionScopeRef, OperationId, PolicySnapshotRef, PrincipalRef, ReasonCode,
-    RecordId, RecordType, RequestId, RuntimeProfile, SessionId, Stage, TenantId, Timestamp,
+    EvidenceError, EvidenceRef, ExecutionContext, ExecutionOutcome, ExecutionRequest,
+    ExecutionScopeRef, OperationId, PolicySnapshotRef, PrincipalRef, ReasonCode, RecordId,
+    RecordType, RequestId, RuntimeProfile, SessionId, Stage, TenantId, Timestamp,
 };
 
 use crate::fault;
@@ -45,7 +45,7 @@ use crate::payload::{
     self, CloseDisposition, DenialKind, GateLevel, GateVerdict, Label, Payload, RuleText,
     TerminalCounts,
 };
-use crate::store::{GovernedStore, OperationRef};
+use crate::store::{GovernedStore, OperationRef, TypedAppend};
 use crate::verify::{ChainTracker, Expected};
 
 /// Where the recorder reads the time (contracts never read clocks).
@@ -190,8 +190,8 @@ fn label(s: &str) -> Result<Label, GovernanceError> {
 }
 
 /// The `operation_denied` payload of a caller's denial (no deciding gate, no escalation).
-fn denial_payload(denial: &Denial, gates_evaluated: u64) -> Result<Value, GovernanceError> {
-    Ok(payload::to_value(&payload::OperationDenied {
+fn denial_payload(denial: &Denial, gates_evaluated: u64) -> Result<Payload, GovernanceError> {
+    Ok(Payload::OperationDenied(payload::OperationDenied {
         disposition: DenialKind::Deny,
         reason_code: denial.reason_code,
         evaluator: label(&denial.evaluator)?,
@@ -666,14 +666,12 @@ impl GovernedRecorder {
             }),
         };
         let b = &recorder.inner.binding;
-        let payload = payload::to_value(&payload::PolicyBound {
+        let payload = Payload::PolicyBound(payload::PolicyBound {
             task_boundary_id: b.task_boundary.0.clone(),
             policy_digest: b.policy.digest.clone(),
             snapshot_json: Some(snapshot.canonical_json.clone()),
         });
-        recorder
-            .append(RecordType::PolicyBound, None, payload, false)
-            .await?;
+        recorder.append(None, payload, false).await?;
         Ok(recorder)
     }
 
@@ -815,12 +813,11 @@ impl GovernedRecorder {
 
     async fn append(
         &self,
-        record_type: RecordType,
         operation_id: Option<&OperationId>,
-        payload: Value,
+        payload: Payload,
         call_executed: bool,
     ) -> Result<AppendReceipt, GovernanceError> {
-        self.append_raw(record_type, operation_id, payload, None, call_executed)
+        self.append_raw(operation_id, payload, None, call_executed)
             .await
             .map_err(|u| u.error)
     }
@@ -830,9 +827,8 @@ impl GovernedRecorder {
     /// reported an error and reading the sequence back finds the record.
     async fn append_raw(
         &self,
-        record_type: RecordType,
         operation_id: Option<&OperationId>,
-        payload: Value,
+        payload: Payload,
         supersedes: Option<RecordId>,
         call_executed: bool,
     ) -> Result<AppendReceipt, Unrecorded> {
@@ -845,6 +841,7 @@ impl GovernedRecorder {
             error,
             durable: None,
         };
+        let record_type = payload.record_type();
         if inner.resync.swap(false, Ordering::SeqCst) {
             let head = inner
                 .store
@@ -859,11 +856,9 @@ impl GovernedRecorder {
         // is read before the record has its sequence, and two concurrent operations' records
         // can be a few microseconds out of time order.
         let b = &inner.binding;
-        let prepared = inner.store.prepare(EvidenceAppend {
+        let prepared = inner.store.prepare_typed(TypedAppend {
             chain_id: b.chain_id.clone(),
-            record_type,
             operation_id: operation_id.cloned(),
-            expected_sequence: 0,
             policy_id: b.policy.policy_id.clone(),
             policy_version: b.policy.version.clone(),
             payload,
@@ -998,19 +993,16 @@ impl GovernedRecorder {
             approval_receipt_digest: approval.map(|(_, d)| d),
         };
         let op = &start.operation_id;
-        let bound = payload::to_value(&payload::PolicyBound {
+        let bound = Payload::PolicyBound(payload::PolicyBound {
             task_boundary_id: b.task_boundary.0.clone(),
             policy_digest: b.policy.digest.clone(),
             snapshot_json: None,
         });
-        let policy_receipt = self
-            .append(RecordType::PolicyBound, Some(op), bound, false)
-            .await?;
+        let policy_receipt = self.append(Some(op), bound, false).await?;
         let receipt = match self
             .append_raw(
-                RecordType::OperationStarted,
                 Some(op),
-                payload::to_value(&started),
+                Payload::OperationStarted(Box::new(started)),
                 None,
                 false,
             )
@@ -1183,10 +1175,10 @@ impl GovernedRecorder {
     async fn terminal(
         &self,
         op: &OperationId,
-        t: RecordType,
-        payload: Value,
+        payload: Payload,
         call_executed: bool,
     ) -> Result<AppendReceipt, GovernanceError> {
+        let t = payload.record_type();
         {
             let st = lock(&self.inner.state);
             if st.terminated.contains(op) {
@@ -1196,7 +1188,7 @@ impl GovernedRecorder {
             }
         }
         match self
-            .append_raw(t, Some(op), payload, None, call_executed)
+            .append_raw(Some(op), payload, None, call_executed)
             .await
         {
             Ok(r) => {
@@ -1267,37 +1259,29 @@ impl GovernedRecorder {
                 .map(|g| (g.record_id.clone(), g.level, g.verdict, g.reason_code))
                 .collect();
             let reduction = reduce(&facts, &excepted, false);
-            let (t, payload) = if gates.is_empty() {
-                (
-                    RecordType::OperationCancelled,
-                    payload::to_value(&payload::OperationCancelled {
-                        call_executed: false,
-                    }),
-                )
+            let payload = if gates.is_empty() {
+                Payload::OperationCancelled(payload::OperationCancelled {
+                    call_executed: false,
+                })
             } else if reduction.disposition == Disposition::Deny {
-                (
-                    RecordType::OperationDenied,
-                    payload::to_value(&payload::OperationDenied {
-                        disposition: DenialKind::Deny,
-                        reason_code: reduction.reason_code,
-                        evaluator: label("recovery")?,
-                        deciding_gate_record_id: reduction.deciding_gate,
-                        approval_id: None,
-                        authority: None,
-                        gates_evaluated: gates.len() as u64,
-                        stop: false,
-                    }),
-                )
+                Payload::OperationDenied(payload::OperationDenied {
+                    disposition: DenialKind::Deny,
+                    reason_code: reduction.reason_code,
+                    evaluator: label("recovery")?,
+                    deciding_gate_record_id: reduction.deciding_gate,
+                    approval_id: None,
+                    authority: None,
+                    gates_evaluated: gates.len() as u64,
+                    stop: false,
+                })
             } else {
-                (
-                    RecordType::ExternalResultAmbiguous,
-                    payload::to_value(&payload::ExternalResultAmbiguous {
-                        cause: label(AmbiguityCause::RecoveredUnterminated.as_str())?,
-                        recovered: true,
-                    }),
-                )
+                Payload::ExternalResultAmbiguous(payload::ExternalResultAmbiguous {
+                    cause: label(AmbiguityCause::RecoveredUnterminated.as_str())?,
+                    recovered: true,
+                })
             };
-            let receipt = self.terminal(&op, t, payload, false).await?;
+            let t = payload.record_type();
+            let receipt = self.terminal(&op, payload, false).await?;
             out.push(Recovered {
                 operation_id: op,
                 terminal: t,
@@ -1319,7 +1303,7 @@ impl GovernedRecorder {
                 operations.sort();
                 return Err(GovernanceError::OpenOperations { operations });
             }
-            payload::to_value(&payload::TaskClosed {
+            Payload::TaskClosed(payload::TaskClosed {
                 task_boundary_id: self.inner.binding.task_boundary.0.clone(),
                 disposition,
                 operations: st.operations,
@@ -1327,10 +1311,7 @@ impl GovernedRecorder {
                 exceptions: st.exceptions,
             })
         };
-        match self
-            .append_raw(RecordType::TaskClosed, None, payload, None, false)
-            .await
-        {
+        match self.append_raw(None, payload, None, false).await {
             Ok(r) => {
                 lock(&self.inner.state).closed = true;
                 Ok(r)
@@ -1351,14 +1332,13 @@ impl GovernedRecorder {
         reason: &str,
         corrected_payload: Option<Value>,
     ) -> Result<AppendReceipt, GovernanceError> {
-        let payload = payload::to_value(&payload::RecordSuperseded {
+        let payload = Payload::RecordSuperseded(payload::RecordSuperseded {
             superseded_sequence: superseded.sequence,
             superseded_record_type: superseded.record_type,
             reason: label(reason)?,
             corrected_payload,
         });
         self.append_raw(
-            RecordType::RecordSuperseded,
             superseded.operation_id.as_ref(),
             payload,
             Some(superseded.record_id.clone()),
@@ -1405,12 +1385,7 @@ impl UnacknowledgedOperation {
         let payload = denial_payload(&denial, 0)?;
         let r = self
             .recorder
-            .terminal(
-                &self.operation_id,
-                RecordType::OperationDenied,
-                payload,
-                false,
-            )
+            .terminal(&self.operation_id, payload, false)
             .await;
         self.done = r.is_ok() || !self.recorder.is_open(&self.operation_id);
         r
@@ -1431,10 +1406,10 @@ impl UnacknowledgedOperation {
                 self.operation_id
             )));
         }
-        let (t, payload) = terminal_payload(&kind, false, 0)?;
+        let payload = terminal_payload(&kind, false, 0)?;
         let r = self
             .recorder
-            .terminal(&self.operation_id, t, payload, false)
+            .terminal(&self.operation_id, payload, false)
             .await;
         self.done = r.is_ok() || !self.recorder.is_open(&self.operation_id);
         r
@@ -1533,12 +1508,11 @@ impl OperationHandle {
     /// counts): it comes back with that error, for the caller to report once it has counted it.
     async fn append_counted(
         &self,
-        record_type: RecordType,
-        payload: Value,
+        payload: Payload,
     ) -> Result<(AppendReceipt, Option<GovernanceError>), GovernanceError> {
         match self
             .recorder()
-            .append_raw(record_type, Some(&self.operation_id), payload, None, false)
+            .append_raw(Some(&self.operation_id), payload, None, false)
             .await
         {
             Ok(r) => Ok((r, None)),
@@ -1552,7 +1526,7 @@ impl OperationHandle {
 
     /// Appends one `gate_evaluated` (stage 11: as each evaluation is produced).
     pub async fn gate(&mut self, g: GateEvaluation) -> Result<AppendReceipt, GovernanceError> {
-        let payload = payload::to_value(&payload::GateEvaluated {
+        let payload = Payload::GateEvaluated(payload::GateEvaluated {
             gate: label(&g.gate)?,
             stage: g.stage,
             level: g.level,
@@ -1569,9 +1543,7 @@ impl OperationHandle {
             recheck: g.recheck,
         });
         // A durable gate counts for the reducer and recovery even when its append failed.
-        let (r, failed) = self
-            .append_counted(RecordType::GateEvaluated, payload)
-            .await?;
+        let (r, failed) = self.append_counted(payload).await?;
         let fact = GateFact {
             record_id: r.record_id.clone(),
             level: g.level,
@@ -1601,7 +1573,7 @@ impl OperationHandle {
                 e.gate_record_id, self.operation_id
             )));
         }
-        let payload = payload::to_value(&payload::ExceptionGranted {
+        let payload = Payload::ExceptionGranted(payload::ExceptionGranted {
             gate_record_id: e.gate_record_id.clone(),
             exception_id: label(&e.exception_id)?,
             authority: label(&e.authority)?,
@@ -1611,9 +1583,7 @@ impl OperationHandle {
         });
         // A durable exception counts (the boundary's `task_closed` counts it) even when its
         // append failed.
-        let (r, failed) = self
-            .append_counted(RecordType::ExceptionGranted, payload)
-            .await?;
+        let (r, failed) = self.append_counted(payload).await?;
         self.excepted.push(e.gate_record_id.clone());
         let mut st = lock(&self.recorder.inner.state);
         st.exceptions += 1;
@@ -1664,7 +1634,7 @@ impl OperationHandle {
             d => {
                 let escalate = d == Disposition::Escalate;
                 let esc = escalation.filter(|_| escalate);
-                let payload = payload::to_value(&payload::OperationDenied {
+                let payload = Payload::OperationDenied(payload::OperationDenied {
                     disposition: if escalate {
                         DenialKind::Escalate
                     } else {
@@ -1680,12 +1650,7 @@ impl OperationHandle {
                 });
                 let receipt = self
                     .recorder
-                    .terminal(
-                        &self.operation_id,
-                        RecordType::OperationDenied,
-                        payload,
-                        false,
-                    )
+                    .terminal(&self.operation_id, payload, false)
                     .await?;
                 self.done = true;
                 Ok(if escalate {
@@ -1702,12 +1667,7 @@ impl OperationHandle {
         let payload = denial_payload(&denial, self.gates.len() as u64)?;
         let r = self
             .recorder
-            .terminal(
-                &self.operation_id,
-                RecordType::OperationDenied,
-                payload,
-                false,
-            )
+            .terminal(&self.operation_id, payload, false)
             .await?;
         self.done = true;
         Ok(r)
@@ -1718,10 +1678,10 @@ impl OperationHandle {
         mut self,
         kind: TerminalKind,
     ) -> Result<AppendReceipt, GovernanceError> {
-        let (t, payload) = terminal_payload(&kind, false, 0)?;
+        let payload = terminal_payload(&kind, false, 0)?;
         let r = self
             .recorder
-            .terminal(&self.operation_id, t, payload, false)
+            .terminal(&self.operation_id, payload, false)
             .await?;
         self.done = true;
         Ok(r)
@@ -1740,47 +1700,40 @@ fn terminal_payload(
     kind: &TerminalKind,
     call_executed: bool,
     duration_ms: u64,
-) -> Result<(RecordType, Value), GovernanceError> {
+) -> Result<Payload, GovernanceError> {
     Ok(match kind {
-        TerminalKind::Completed { result_digest } => (
-            RecordType::CallableCompleted,
-            payload::to_value(&payload::CallableCompleted {
+        TerminalKind::Completed { result_digest } => {
+            Payload::CallableCompleted(payload::CallableCompleted {
                 result_digest: result_digest.clone(),
                 duration_ms,
                 degraded: false,
                 advisory_denials: 0,
-            }),
-        ),
+            })
+        }
         TerminalKind::Failed {
             kind,
             message_digest,
-        } => (
-            RecordType::CallableFailed,
-            payload::to_value(&payload::CallableFailed {
-                failure_kind: label(kind)?,
-                call_executed,
-                message_digest: message_digest.clone(),
-                duration_ms,
-            }),
-        ),
-        TerminalKind::Cancelled => (
-            RecordType::OperationCancelled,
-            payload::to_value(&payload::OperationCancelled { call_executed }),
-        ),
-        TerminalKind::TimedOut { deadline } => (
-            RecordType::OperationTimedOut,
-            payload::to_value(&payload::OperationTimedOut {
+        } => Payload::CallableFailed(payload::CallableFailed {
+            failure_kind: label(kind)?,
+            call_executed,
+            message_digest: message_digest.clone(),
+            duration_ms,
+        }),
+        TerminalKind::Cancelled => {
+            Payload::OperationCancelled(payload::OperationCancelled { call_executed })
+        }
+        TerminalKind::TimedOut { deadline } => {
+            Payload::OperationTimedOut(payload::OperationTimedOut {
                 call_executed,
                 deadline: *deadline,
-            }),
-        ),
-        TerminalKind::Ambiguous(cause) => (
-            RecordType::ExternalResultAmbiguous,
-            payload::to_value(&payload::ExternalResultAmbiguous {
+            })
+        }
+        TerminalKind::Ambiguous(cause) => {
+            Payload::ExternalResultAmbiguous(payload::ExternalResultAmbiguous {
                 cause: label(cause.as_str())?,
                 recovered: false,
-            }),
-        ),
+            })
+        }
     })
 }
 
@@ -1809,7 +1762,7 @@ impl InvocationPermit {
     pub async fn begin(mut self) -> Result<InFlight, GovernanceError> {
         if let Err(f) = fault::point("governed.before_invoke") {
             // An injected failure before the call: close it as failed, not reached.
-            let (t, payload) = terminal_payload(
+            let payload = terminal_payload(
                 &TerminalKind::Failed {
                     kind: "injected_fault".into(),
                     message_digest: None,
@@ -1818,7 +1771,7 @@ impl InvocationPermit {
                 0,
             )?;
             self.recorder
-                .terminal(&self.operation_id, t, payload, false)
+                .terminal(&self.operation_id, payload, false)
                 .await?;
             self.done = true;
             return Err(pre_call(EvidenceError::Unavailable {
@@ -1840,10 +1793,10 @@ impl InvocationPermit {
         mut self,
         kind: TerminalKind,
     ) -> Result<AppendReceipt, GovernanceError> {
-        let (t, payload) = terminal_payload(&kind, false, 0)?;
+        let payload = terminal_payload(&kind, false, 0)?;
         let r = self
             .recorder
-            .terminal(&self.operation_id, t, payload, false)
+            .terminal(&self.operation_id, payload, false)
             .await?;
         self.done = true;
         Ok(r)
@@ -1885,18 +1838,13 @@ impl InFlight {
                 message: format!("injected fault at {}", f.0),
             },
         })?;
-        let (t, mut payload) = terminal_payload(&kind, true, duration_ms)?;
-        if t == RecordType::CallableCompleted
-            && let Value::Object(m) = &mut payload
-        {
-            m.insert("degraded".into(), Value::Bool(self.reduction.degraded));
-            m.insert(
-                "advisory_denials".into(),
-                Value::from(self.reduction.advisory_denials.len() as u64),
-            );
+        let mut payload = terminal_payload(&kind, true, duration_ms)?;
+        if let Payload::CallableCompleted(p) = &mut payload {
+            p.degraded = self.reduction.degraded;
+            p.advisory_denials = self.reduction.advisory_denials.len() as u64;
         }
         self.recorder
-            .terminal(&self.operation_id, t, payload, true)
+            .terminal(&self.operation_id, payload, true)
             .await
     }
 

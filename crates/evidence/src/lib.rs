@@ -97,7 +97,9 @@ pub use sqlite::{
     APPLICATION_ID, DEFAULT_PATH, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SqliteOptions,
     SqliteReader, SqliteStore, Synchronous,
 };
-pub use store::{AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend};
+pub use store::{
+    AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend, TypedAppend,
+};
 pub use verify::{
     ChainRecord, ChainTracker, Expected, FailureDetail, Lifecycle, OpenOperation, Report,
     verify_records,

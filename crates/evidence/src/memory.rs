@@ -16,7 +16,9 @@ use warden_contracts::{
 use crate::facts::HasFacts;
 use crate::journal::{self, JournalAppend, JournalRecord};
 use crate::record::{self, AppendFields, Family, Prefix, PrefixState, Prepared};
-use crate::store::{self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend};
+use crate::store::{
+    self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend, TypedAppend,
+};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
 #[derive(Debug)]
@@ -491,6 +493,10 @@ impl GovernedStore for MemoryStore {
     /// Prepares on the caller's thread, the prefix of the chain hash already hashed.
     fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
         PreparedAppend::new(entry, Prefix::hashed())
+    }
+
+    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
+        PreparedAppend::typed(append, Prefix::hashed())
     }
 
     fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {

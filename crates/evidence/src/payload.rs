@@ -400,8 +400,10 @@ pub struct RecordSuperseded {
     pub corrected_payload: Option<Value>,
 }
 
-/// A payload parsed according to its record type.
-#[derive(Debug, Clone, PartialEq)]
+/// A payload parsed according to its record type, or built by the recorder. It serializes as
+/// its record type's payload (the variant's struct, untagged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Payload {
     /// `policy_bound`.
     PolicyBound(PolicyBound),
@@ -433,61 +435,94 @@ fn from<'a, T: Deserialize<'a>>(v: &'a Value) -> Result<T, String> {
     T::deserialize(v).map_err(|e| e.to_string())
 }
 
-/// Parses `value` as the payload of `record_type`, checking the type's own rules.
+/// Parses `value` as the payload of `record_type`, checking the type's own rules
+/// ([`Payload::check`]).
 pub fn parse(record_type: RecordType, value: &Value) -> Result<Payload, String> {
     let p = match record_type {
-        RecordType::PolicyBound => {
-            let p: PolicyBound = from(value)?;
-            if let Some(bytes) = &p.snapshot_json
-                && bytes.is_empty()
-            {
-                return Err("snapshot_json must not be empty".into());
-            }
-            Payload::PolicyBound(p)
-        }
-        RecordType::OperationStarted => {
-            let p: OperationStarted = from(value)?;
-            if p.attempt == 0 {
-                return Err("attempt starts at 1".into());
-            }
-            if p.approval_id.is_some() != p.approval_receipt_digest.is_some() {
-                return Err("approval_id and approval_receipt_digest go together".into());
-            }
-            if !matches!(
-                p.profile,
-                RuntimeProfile::Governed | RuntimeProfile::Certifiable
-            ) {
-                return Err("only the governed and certifiable profiles record evidence".into());
-            }
-            Payload::OperationStarted(Box::new(p))
-        }
+        RecordType::PolicyBound => Payload::PolicyBound(from(value)?),
+        RecordType::OperationStarted => Payload::OperationStarted(Box::new(from(value)?)),
         RecordType::GateEvaluated => Payload::GateEvaluated(from(value)?),
         RecordType::ExceptionGranted => Payload::ExceptionGranted(from(value)?),
-        RecordType::OperationDenied => {
-            let p: OperationDenied = from(value)?;
-            if p.disposition == DenialKind::Escalate
-                && (p.approval_id.is_none() || p.authority.is_none())
-            {
-                return Err("an escalation names its approval_id and authority".into());
-            }
-            Payload::OperationDenied(p)
-        }
+        RecordType::OperationDenied => Payload::OperationDenied(from(value)?),
         RecordType::CallableCompleted => Payload::CallableCompleted(from(value)?),
         RecordType::CallableFailed => Payload::CallableFailed(from(value)?),
         RecordType::OperationCancelled => Payload::OperationCancelled(from(value)?),
         RecordType::OperationTimedOut => Payload::OperationTimedOut(from(value)?),
         RecordType::ExternalResultAmbiguous => Payload::ExternalResultAmbiguous(from(value)?),
         RecordType::TaskClosed => Payload::TaskClosed(from(value)?),
-        RecordType::RecordSuperseded => {
-            let p: RecordSuperseded = from(value)?;
-            if let Some(corrected) = &p.corrected_payload {
-                parse(p.superseded_record_type, corrected)
-                    .map_err(|e| format!("corrected_payload: {e}"))?;
-            }
-            Payload::RecordSuperseded(p)
-        }
+        RecordType::RecordSuperseded => Payload::RecordSuperseded(from(value)?),
     };
+    p.check()?;
     Ok(p)
+}
+
+impl Payload {
+    /// The record type whose payload this is.
+    pub fn record_type(&self) -> RecordType {
+        match self {
+            Self::PolicyBound(_) => RecordType::PolicyBound,
+            Self::OperationStarted(_) => RecordType::OperationStarted,
+            Self::GateEvaluated(_) => RecordType::GateEvaluated,
+            Self::ExceptionGranted(_) => RecordType::ExceptionGranted,
+            Self::OperationDenied(_) => RecordType::OperationDenied,
+            Self::CallableCompleted(_) => RecordType::CallableCompleted,
+            Self::CallableFailed(_) => RecordType::CallableFailed,
+            Self::OperationCancelled(_) => RecordType::OperationCancelled,
+            Self::OperationTimedOut(_) => RecordType::OperationTimedOut,
+            Self::ExternalResultAmbiguous(_) => RecordType::ExternalResultAmbiguous,
+            Self::TaskClosed(_) => RecordType::TaskClosed,
+            Self::RecordSuperseded(_) => RecordType::RecordSuperseded,
+        }
+    }
+
+    /// The rules of its record type beyond each field's own (which its type checks when it is
+    /// built or read): what [`parse`] checks after reading the fields, so a payload built in
+    /// code is held to exactly what a parsed one is.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Self::PolicyBound(p) => {
+                if p.snapshot_json.as_ref().is_some_and(String::is_empty) {
+                    return Err("snapshot_json must not be empty".into());
+                }
+            }
+            Self::OperationStarted(p) => {
+                if p.attempt == 0 {
+                    return Err("attempt starts at 1".into());
+                }
+                if p.approval_id.is_some() != p.approval_receipt_digest.is_some() {
+                    return Err("approval_id and approval_receipt_digest go together".into());
+                }
+                if !matches!(
+                    p.profile,
+                    RuntimeProfile::Governed | RuntimeProfile::Certifiable
+                ) {
+                    return Err("only the governed and certifiable profiles record evidence".into());
+                }
+            }
+            Self::OperationDenied(p) => {
+                if p.disposition == DenialKind::Escalate
+                    && (p.approval_id.is_none() || p.authority.is_none())
+                {
+                    return Err("an escalation names its approval_id and authority".into());
+                }
+            }
+            Self::RecordSuperseded(p) => {
+                if let Some(corrected) = &p.corrected_payload {
+                    parse(p.superseded_record_type, corrected)
+                        .map_err(|e| format!("corrected_payload: {e}"))?;
+                }
+            }
+            Self::GateEvaluated(_)
+            | Self::ExceptionGranted(_)
+            | Self::CallableCompleted(_)
+            | Self::CallableFailed(_)
+            | Self::OperationCancelled(_)
+            | Self::OperationTimedOut(_)
+            | Self::ExternalResultAmbiguous(_)
+            | Self::TaskClosed(_) => {}
+        }
+        Ok(())
+    }
 }
 
 /// Checks `value` against the payload schema of `record_type`.

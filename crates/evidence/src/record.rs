@@ -17,6 +17,7 @@ use warden_contracts::{
 };
 
 use crate::facts::{self, Checked, Facts};
+use crate::payload::{self, Payload};
 
 /// The two record families. Both chain the same way; only evidence is ever certified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1114,45 +1115,67 @@ impl<H: PrefixState> Canonical<H> {
     pub(crate) fn new(
         a: &AppendFields<'_>,
         value: &Value,
-        mut hasher: H,
+        hasher: H,
     ) -> Result<Self, EvidenceError> {
         with_buffers(|buffer, escaped, text| {
             // Written into a reused buffer, then copied into a string of its exact size: the
             // record keeps no unused capacity, and a large payload is never copied as it grows.
-            let (json, escaped) = if canonical_json_escaped(value, text, escaped) {
-                (String::from(text.as_str()), Some(&*escaped))
-            } else {
-                (
-                    canonical::to_canonical_string(value).map_err(|e| invalid(e.to_string()))?,
-                    None,
+            Ok(if canonical_json_escaped(value, text, escaped) {
+                Self::with_text(
+                    a,
+                    String::from(text.as_str()),
+                    Some(escaped),
+                    buffer,
+                    hasher,
                 )
-            };
-            let digest = digest_text(json.as_bytes());
-            let fields = PrefixFields {
-                sealing: true,
-                chain_id: a.chain_id.as_str(),
-                created_at: a.created_at.0,
-                hash_algorithm: HASH_ALGORITHM,
-                operation_id: a.operation_id.map(OperationId::as_str),
-                policy_id: a.policy_id,
-                policy_version: a.policy_version,
-            };
-            buffer.reserve(256 + json.len() * 9 / 8);
-            write_prefix(buffer, &fields, digest.as_str(), |out| match escaped {
-                Some(escaped) => {
-                    out.push('"');
-                    out.push_str(escaped);
-                    out.push('"');
-                }
-                None => write_str(out, &json),
-            });
-            hasher.start(buffer.as_bytes());
-            Ok(Self {
-                json,
-                digest,
-                prefix: hasher,
+            } else {
+                let json =
+                    canonical::to_canonical_string(value).map_err(|e| invalid(e.to_string()))?;
+                Self::with_text(a, json, None, buffer, hasher)
             })
         })
+    }
+
+    /// Takes `json`, a payload's canonical text, and the hash input's prefix into `hasher`
+    /// (reset first).
+    pub(crate) fn of_text(a: &AppendFields<'_>, json: String, hasher: H) -> Self {
+        with_buffers(|buffer, _, _| Self::with_text(a, json, None, buffer, hasher))
+    }
+
+    /// Digests `json` and writes the hash input's prefix into `buffer` (with `escaped`, the
+    /// text's contents as a JSON string, when the writer made it), then into `hasher`.
+    fn with_text(
+        a: &AppendFields<'_>,
+        json: String,
+        escaped: Option<&str>,
+        buffer: &mut String,
+        mut hasher: H,
+    ) -> Self {
+        let digest = digest_text(json.as_bytes());
+        let fields = PrefixFields {
+            sealing: true,
+            chain_id: a.chain_id.as_str(),
+            created_at: a.created_at.0,
+            hash_algorithm: HASH_ALGORITHM,
+            operation_id: a.operation_id.map(OperationId::as_str),
+            policy_id: a.policy_id,
+            policy_version: a.policy_version,
+        };
+        buffer.reserve(256 + json.len() * 9 / 8);
+        write_prefix(buffer, &fields, digest.as_str(), |out| match escaped {
+            Some(escaped) => {
+                out.push('"');
+                out.push_str(escaped);
+                out.push('"');
+            }
+            None => write_str(out, &json),
+        });
+        hasher.start(buffer.as_bytes());
+        Self {
+            json,
+            digest,
+            prefix: hasher,
+        }
     }
 
     /// Gives the append the id of the record at its sequence.
@@ -1210,6 +1233,40 @@ pub(crate) fn canonical_evidence(entry: &EvidenceAppend, prefix: Prefix) -> Cano
     let checked = check_payload(entry)?;
     let canonical = Canonical::new(&AppendFields::evidence(entry), &entry.payload, prefix)?;
     Ok((canonical, checked.facts().to_owned()))
+}
+
+/// [`canonical_evidence`] for an append whose payload is typed (`entry.payload` is not read):
+/// the payload held to its type's rules ([`Payload::check`], as a parsed one is), its canonical
+/// text written straight from its `Serialize` (no `Value` built, walked and dropped) and its
+/// facts read from it.
+pub(crate) fn canonical_typed(
+    entry: &EvidenceAppend,
+    payload: &Payload,
+    prefix: Prefix,
+) -> CanonicalEvidence {
+    let refused = |e: String| {
+        invalid(format!(
+            "{} payload: {e}",
+            record_type_str(entry.record_type)
+        ))
+    };
+    if payload.record_type() != entry.record_type {
+        return Err(refused(format!(
+            "a {} payload",
+            record_type_str(payload.record_type())
+        )));
+    }
+    payload.check().map_err(refused)?;
+    let json = canonical::to_canonical_string_of(payload).map_err(|e| invalid(e.to_string()))?;
+    debug_assert_eq!(
+        Some(&json),
+        canonical::to_canonical_string(&payload::to_value(payload))
+            .ok()
+            .as_ref(),
+        "the typed payload's text is its value's"
+    );
+    let canonical = Canonical::of_text(&AppendFields::evidence(entry), json, prefix);
+    Ok((canonical, payload.facts().to_owned()))
 }
 
 fn check_payload(entry: &EvidenceAppend) -> Result<Checked<'_>, EvidenceError> {

@@ -54,6 +54,7 @@ use crate::record::{
 };
 use crate::store::{
     self, AppendFuture, GovernedStore, IndexEntries, JournalStore, OperationRef, PreparedAppend,
+    TypedAppend,
 };
 use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
 
@@ -747,6 +748,10 @@ impl GovernedStore for SqliteStore {
     /// Prepares on the caller's thread; the chain hash's prefix is kept as text for the writer.
     fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
         PreparedAppend::new(entry, Prefix::default())
+    }
+
+    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
+        PreparedAppend::typed(append, Prefix::default())
     }
 
     fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {

@@ -8,11 +8,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
-    EvidenceStore, OperationId, RecordId,
+    EvidenceStore, OperationId, RecordId, Timestamp,
 };
 
 use crate::facts::Facts;
 use crate::journal::{JournalAppend, JournalRecord};
+use crate::payload::{self, Payload};
 use crate::record::{self, CanonicalEvidence, Family, Prefix, PreparedEvidence};
 use crate::verify::{Expected, FailureDetail, Report};
 
@@ -52,6 +53,12 @@ pub trait GovernedStore: EvidenceStore {
     fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
         PreparedAppend::deferred(entry)
     }
+    /// [`GovernedStore::prepare`] for an append whose payload is typed (what the recorder
+    /// appends): the same record, without building the payload's `Value`. A store without a
+    /// typed path prepares its value.
+    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
+        self.prepare(append.into_append(0))
+    }
     /// Appends a prepared append at `expected_sequence`, exactly as [`EvidenceStore::append`]
     /// appends it: the append is made (queued, for the SQLite store) when this is called, and the
     /// future resolves once the record is durable.
@@ -76,6 +83,72 @@ pub trait GovernedStore: EvidenceStore {
         chain: &ChainId,
         expected: &Expected,
     ) -> Result<Report, EvidenceError>;
+}
+
+/// An evidence append whose payload is typed: its record type is the payload's. The recorder
+/// appends these ([`GovernedStore::prepare_typed`]); [`TypedAppend::into_append`] is the plain
+/// append of the same record.
+///
+/// ```
+/// use warden_contracts::{ChainId, RecordType, Timestamp};
+/// use warden_evidence::TypedAppend;
+/// use warden_evidence::payload::{OperationCancelled, Payload};
+///
+/// let append = TypedAppend {
+///     chain_id: ChainId::new("task-1").unwrap(),
+///     operation_id: None,
+///     policy_id: "p".into(),
+///     policy_version: "1".into(),
+///     payload: Payload::OperationCancelled(OperationCancelled { call_executed: false }),
+///     supersedes_record_id: None,
+///     created_at: Timestamp(1),
+/// };
+/// let plain = append.into_append(4);
+/// assert_eq!(plain.record_type, RecordType::OperationCancelled);
+/// assert_eq!(plain.expected_sequence, 4);
+/// assert_eq!(plain.payload, serde_json::json!({"call_executed": false}));
+/// ```
+#[derive(Debug, Clone)]
+pub struct TypedAppend {
+    /// The chain.
+    pub chain_id: ChainId,
+    /// The operation, if the record belongs to one.
+    pub operation_id: Option<OperationId>,
+    /// The policy in force.
+    pub policy_id: String,
+    /// Its version.
+    pub policy_version: String,
+    /// The payload (and so the record type).
+    pub payload: Payload,
+    /// The record a `record_superseded` corrects.
+    pub supersedes_record_id: Option<RecordId>,
+    /// When the record was made.
+    pub created_at: Timestamp,
+}
+
+impl TypedAppend {
+    /// The plain append of the same record at `expected_sequence` (the payload as its `Value`).
+    pub fn into_append(self, expected_sequence: u64) -> EvidenceAppend {
+        let (mut entry, payload) = self.split(expected_sequence);
+        entry.payload = payload::to_value(&payload);
+        entry
+    }
+
+    /// Every field but the payload (its value null), and the payload.
+    fn split(self, expected_sequence: u64) -> (EvidenceAppend, Payload) {
+        let entry = EvidenceAppend {
+            chain_id: self.chain_id,
+            record_type: self.payload.record_type(),
+            operation_id: self.operation_id,
+            expected_sequence,
+            policy_id: self.policy_id,
+            policy_version: self.policy_version,
+            payload: serde_json::Value::Null,
+            supersedes_record_id: self.supersedes_record_id,
+            created_at: self.created_at,
+        };
+        (entry, self.payload)
+    }
 }
 
 /// An evidence append prepared before it has its place in its chain
@@ -127,6 +200,20 @@ impl PreparedAppend {
         if canonical.is_ok() {
             // The canonical text stands for it from here on (`into_append` parses it back).
             entry.payload = serde_json::Value::Null;
+        }
+        Self {
+            entry,
+            canonical: Some(canonical),
+        }
+    }
+
+    /// Prepares a typed append ([`record::canonical_typed`]), keeping the hash input's prefix as
+    /// `prefix` holds it. A payload it refuses keeps its value, for `into_append`.
+    pub(crate) fn typed(append: TypedAppend, prefix: Prefix) -> Self {
+        let (mut entry, payload) = append.split(0);
+        let canonical = record::canonical_typed(&entry, &payload, prefix);
+        if canonical.is_err() {
+            entry.payload = payload::to_value(&payload);
         }
         Self {
             entry,

@@ -273,7 +273,14 @@ fn shortest_digits(f: f64) -> (String, i32) {
 }
 
 fn write_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
+    // The common case, nothing to escape: one copy.
+    if crate::bytes::all(s.as_bytes(), |b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use warden_contracts::*;
-use warden_evidence::payload::{CloseDisposition, GateLevel, GateVerdict};
+use warden_evidence::payload::{self, CloseDisposition, GateLevel, GateVerdict, Payload};
 use warden_evidence::*;
 
 use crate::support::*;
@@ -700,6 +700,99 @@ fn prepared_appends_seal_the_records_plain_appends_seal() {
                 b.name()
             );
             assert_eq!(all_records(store.as_ref(), "prep").await.len() as u64, next);
+        });
+    });
+}
+
+/// The typed append of a record (its payload parsed into its type).
+fn typed_of(e: &EvidenceAppend) -> TypedAppend {
+    TypedAppend {
+        chain_id: e.chain_id.clone(),
+        operation_id: e.operation_id.clone(),
+        policy_id: e.policy_id.clone(),
+        policy_version: e.policy_version.clone(),
+        payload: payload::parse(e.record_type, &e.payload).unwrap(),
+        supersedes_record_id: e.supersedes_record_id.clone(),
+        created_at: e.created_at,
+    }
+}
+
+/// A typed append (what the recorder appends: its payload never becomes a `Value`) seals exactly
+/// the record the plain append of its value seals, on every backend, whichever store prepared
+/// it; a payload its type's rules refuse is refused after the sequence check with the plain
+/// append's error, and keeps its value for a plain append.
+#[test]
+fn typed_appends_seal_the_records_their_values_seal() {
+    each_backend(|b| {
+        block_on(async {
+            let store = b.store();
+            let other = MemoryStore::new();
+            for (chain, foreign) in [("typed", false), ("typed-foreign", true)] {
+                let (appends, sealed) = standard_appends(chain).await;
+                for (e, expected) in appends.iter().zip(&sealed) {
+                    let typed = typed_of(e);
+                    assert_eq!(typed.clone().into_append(e.expected_sequence), *e);
+                    let prepared = if foreign {
+                        other.prepare_typed(typed)
+                    } else {
+                        store.prepare_typed(typed)
+                    };
+                    let receipt = store
+                        .append_prepared(prepared, e.expected_sequence)
+                        .await
+                        .unwrap();
+                    assert_eq!(receipt, receipt_of(expected), "{} {chain}", b.name());
+                }
+                let records = all_records(store.as_ref(), chain).await;
+                assert_eq!(records, sealed, "{} {chain}", b.name());
+            }
+            // `operation_started` with attempt 0: its type's rule, not a field's.
+            let (appends, _) = standard_appends("typed").await;
+            let started = appends
+                .iter()
+                .find(|e| e.record_type == RecordType::OperationStarted)
+                .unwrap();
+            let mut bad = typed_of(started);
+            let Payload::OperationStarted(p) = &mut bad.payload else {
+                unreachable!()
+            };
+            p.attempt = 0;
+            let next = all_records(store.as_ref(), "typed").await.len() as u64;
+            let err = store
+                .append_prepared(store.prepare_typed(bad.clone()), next + 3)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, EvidenceError::SequenceConflict { expected, .. } if expected == next),
+                "{}: {err}",
+                b.name()
+            );
+            let typed_err = store
+                .append_prepared(store.prepare_typed(bad.clone()), next)
+                .await
+                .unwrap_err();
+            let plain_err = store
+                .append_prepared(store.prepare(bad.clone().into_append(0)), next)
+                .await
+                .unwrap_err();
+            assert_eq!(typed_err.to_string(), plain_err.to_string(), "{}", b.name());
+            assert!(
+                typed_err
+                    .to_string()
+                    .contains("operation_started payload: attempt starts at 1"),
+                "{}: {typed_err}",
+                b.name()
+            );
+            assert_eq!(
+                store.prepare_typed(bad.clone()).into_append(next),
+                bad.into_append(next),
+                "{}: a refused payload is kept for a plain append",
+                b.name()
+            );
+            assert_eq!(
+                all_records(store.as_ref(), "typed").await.len() as u64,
+                next
+            );
         });
     });
 }
