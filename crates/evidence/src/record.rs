@@ -1144,6 +1144,7 @@ impl<H: PrefixState> Canonical<H> {
 
     /// Digests `json` and writes the hash input's prefix into `buffer` (with `escaped`, the
     /// text's contents as a JSON string, when the writer made it), then into `hasher`.
+    #[inline(always)]
     fn with_text(
         a: &AppendFields<'_>,
         json: String,
