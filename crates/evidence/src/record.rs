@@ -518,14 +518,13 @@ fn escape_hits(w: u64) -> u64 {
 /// lowest flagged byte is always a true match (borrows only propagate upwards from one).
 #[inline]
 fn next_escape(b: &[u8], mut i: usize) -> usize {
-    let hits = escape_hits;
     let word = |chunk: &[u8]| {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
         u64::from_le_bytes(word)
     };
     while let Some(chunk) = b.get(i..i + 8) {
-        let hits = hits(word(chunk));
+        let hits = escape_hits(word(chunk));
         if hits != 0 {
             return i + (hits.trailing_zeros() / 8) as usize;
         }
@@ -540,7 +539,7 @@ fn next_escape(b: &[u8], mut i: usize) -> usize {
     {
         let shift = 8 * (i - start) as u32;
         let w = (word(chunk) >> shift) | ((ONES * u64::from(b'0')) << (64 - shift));
-        let hits = hits(w);
+        let hits = escape_hits(w);
         return if hits == 0 {
             b.len()
         } else {
