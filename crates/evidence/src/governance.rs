@@ -41,6 +41,7 @@ use warden_contracts::{
 };
 
 use crate::fault;
+use crate::operation_set::OperationSet;
 use crate::payload::{
     self, CloseDisposition, DenialKind, GateLevel, GateVerdict, Label, Payload, RuleText,
     TerminalCounts,
@@ -593,7 +594,7 @@ struct State {
     /// closing handle nobody holds.
     unacknowledged: HashSet<OperationId>,
     excepted: HashMap<OperationId, Vec<RecordId>>,
-    terminated: HashSet<OperationId>,
+    terminated: OperationSet,
     operations: u64,
     terminals: TerminalCounts,
     exceptions: u64,

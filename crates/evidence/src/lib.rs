@@ -58,6 +58,7 @@ pub mod fault;
 mod governance;
 mod journal;
 mod memory;
+mod operation_set;
 pub mod payload;
 mod projection;
 mod record;
@@ -84,6 +85,7 @@ pub use journal::{
     ProviderObservation, Reporter, seal_journal,
 };
 pub use memory::MemoryStore;
+pub use operation_set::OperationSet;
 pub use projection::{
     AttemptState, MemoryProjection, PROJECTION_VERSION, ProjectedAttempt, ProjectedRun,
     ProjectionError, ProjectionReport, ProjectionTarget, Projector, RunState, SqliteProjection,

@@ -30,6 +30,7 @@ use warden_contracts::{
 };
 
 use crate::facts::{self, Facts};
+use crate::operation_set::OperationSet;
 use crate::payload::{CloseDisposition, GateLevel, GateVerdict, Label, TerminalCounts};
 use crate::record::{self, Family, Fields};
 
@@ -109,7 +110,7 @@ pub struct Lifecycle {
     /// Operations bound by a `policy_bound` and not started yet.
     pub prebound: HashSet<OperationId>,
     /// Operations closed by a terminal record.
-    pub terminated: HashSet<OperationId>,
+    pub terminated: OperationSet,
     /// Policy digests whose snapshot bytes the chain holds.
     pub policy_digests: HashSet<Digest>,
     /// Operations started.
