@@ -4,6 +4,10 @@
 //! messages or secrets. Every struct refuses unknown fields, so a payload cannot smuggle a raw
 //! value in under a new name; free text is limited to short labels (a gate's name, a failure
 //! kind) and the policy rule as written, which is policy, not input.
+//!
+//! Each struct declares its fields in their keys' byte order, the order of the canonical text,
+//! so the canonical writer writes a payload as it comes and never sorts it again (a test holds
+//! every struct to it).
 
 use std::fmt;
 
@@ -131,18 +135,18 @@ pub enum CloseDisposition {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalCounts {
-    /// `callable_completed`.
-    pub completed: u64,
-    /// `callable_failed`.
-    pub failed: u64,
-    /// `operation_denied`.
-    pub denied: u64,
-    /// `operation_cancelled`.
-    pub cancelled: u64,
-    /// `operation_timed_out`.
-    pub timed_out: u64,
     /// `external_result_ambiguous`.
     pub ambiguous: u64,
+    /// `operation_cancelled`.
+    pub cancelled: u64,
+    /// `callable_completed`.
+    pub completed: u64,
+    /// `operation_denied`.
+    pub denied: u64,
+    /// `callable_failed`.
+    pub failed: u64,
+    /// `operation_timed_out`.
+    pub timed_out: u64,
 }
 
 impl TerminalCounts {
@@ -176,130 +180,130 @@ impl TerminalCounts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyBound {
-    /// The task boundary the chain belongs to (the same in every `policy_bound` of a chain).
-    pub task_boundary_id: Label,
     /// The snapshot's digest (`blake3:` over `snapshot_json`'s bytes).
     pub policy_digest: Digest,
     /// The snapshot's canonical JSON text; required the first time a digest is bound in a chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_json: Option<String>,
+    /// The task boundary the chain belongs to (the same in every `policy_bound` of a chain).
+    pub task_boundary_id: Label,
 }
 
 /// `operation_started`: the operation's identity and bindings, before any gate runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperationStarted {
-    /// The request (one attempt).
-    pub request_id: RequestId,
-    /// The attempt number (1 for the first; an approved retry is a new operation).
-    pub attempt: u32,
     /// The action's canonical name.
     pub action: Label,
     /// The action's version, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action_version: Option<Label>,
-    /// Digest of the request's canonical JSON.
-    pub request_digest: Digest,
-    /// Digest of the validated arguments' canonical JSON.
-    pub arguments_digest: Digest,
-    /// The authenticated principal (from the trusted context).
-    pub principal: PrincipalRef,
-    /// The tenant, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<TenantId>,
-    /// The session, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    /// The execution scope (ids only).
-    pub scope: ExecutionScopeRef,
-    /// The effect backend's name.
-    pub backend: Label,
-    /// Digest of the backend's capability report, when bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capability_digest: Option<Digest>,
-    /// Digest of the policy snapshot in force.
-    pub policy_digest: Digest,
-    /// `governed` or `certifiable`.
-    pub profile: RuntimeProfile,
-    /// Digest of the request's idempotency key (the key itself is never stored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key_digest: Option<Digest>,
     /// The approval this operation uses (single use), for an approved retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<ApprovalId>,
     /// Digest of that approval receipt's canonical JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_receipt_digest: Option<Digest>,
+    /// Digest of the validated arguments' canonical JSON.
+    pub arguments_digest: Digest,
+    /// The attempt number (1 for the first; an approved retry is a new operation).
+    pub attempt: u32,
+    /// The effect backend's name.
+    pub backend: Label,
+    /// Digest of the backend's capability report, when bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_digest: Option<Digest>,
+    /// Digest of the request's idempotency key (the key itself is never stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key_digest: Option<Digest>,
+    /// Digest of the policy snapshot in force.
+    pub policy_digest: Digest,
+    /// The authenticated principal (from the trusted context).
+    pub principal: PrincipalRef,
+    /// `governed` or `certifiable`.
+    pub profile: RuntimeProfile,
+    /// Digest of the request's canonical JSON.
+    pub request_digest: Digest,
+    /// The request (one attempt).
+    pub request_id: RequestId,
+    /// The execution scope (ids only).
+    pub scope: ExecutionScopeRef,
+    /// The session, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// The tenant, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<TenantId>,
 }
 
 /// `gate_evaluated`: one evaluation of one gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateEvaluated {
+    /// Digest of the arguments it evaluated.
+    pub arguments_digest: Digest,
     /// The evaluator (`session_gate`, `guard.path`, `policy`, …).
     pub gate: Label,
-    /// The stage it ran at.
-    pub stage: Stage,
     /// How much its deny weighs.
     pub level: GateLevel,
-    /// What it answered.
-    pub verdict: GateVerdict,
     /// The stable reason code.
     pub reason_code: ReasonCode,
+    /// Whether this is a re-evaluation after a transform changed the arguments.
+    #[serde(default)]
+    pub recheck: bool,
     /// The rule that decided, as written, if a rule did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<RuleText>,
     /// The rule's source, if a rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Label>,
-    /// Digest of the arguments it evaluated.
-    pub arguments_digest: Digest,
-    /// Whether this is a re-evaluation after a transform changed the arguments.
-    #[serde(default)]
-    pub recheck: bool,
+    /// The stage it ran at.
+    pub stage: Stage,
+    /// What it answered.
+    pub verdict: GateVerdict,
 }
 
 /// `exception_granted`: a recorded exception overriding one soft deny of this operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExceptionGranted {
-    /// The `gate_evaluated` record (a soft deny of the same operation) it overrides.
-    pub gate_record_id: RecordId,
-    /// The exception's identity.
-    pub exception_id: Label,
+    /// Digest of the arguments it covers.
+    pub arguments_digest: Digest,
     /// The authority that granted it.
     pub authority: Label,
-    /// Who granted it, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub granted_by: Option<PrincipalRef>,
+    /// The exception's identity.
+    pub exception_id: Label,
     /// When it expires, if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
-    /// Digest of the arguments it covers.
-    pub arguments_digest: Digest,
+    /// The `gate_evaluated` record (a soft deny of the same operation) it overrides.
+    pub gate_record_id: RecordId,
+    /// Who granted it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_by: Option<PrincipalRef>,
 }
 
 /// `operation_denied` (terminal): a denial or an escalation closed the operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperationDenied {
-    /// Denied, or escalated (an approval is a new operation).
-    pub disposition: DenialKind,
-    /// The stable reason code.
-    pub reason_code: ReasonCode,
-    /// The evaluator that decided (`reducer` when the gates' reduction did).
-    pub evaluator: Label,
-    /// The gate record that decided, when one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deciding_gate_record_id: Option<RecordId>,
     /// For an escalation: the approval request's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<ApprovalId>,
     /// For an escalation: the named authority to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authority: Option<Label>,
+    /// The gate record that decided, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deciding_gate_record_id: Option<RecordId>,
+    /// Denied, or escalated (an approval is a new operation).
+    pub disposition: DenialKind,
+    /// The evaluator that decided (`reducer` when the gates' reduction did).
+    pub evaluator: Label,
     /// How many gate evaluations the operation recorded.
     pub gates_evaluated: u64,
+    /// The stable reason code.
+    pub reason_code: ReasonCode,
     /// Whether the denial stops the turn's other pending calls.
     #[serde(default)]
     pub stop: bool,
@@ -309,32 +313,32 @@ pub struct OperationDenied {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallableCompleted {
-    /// Digest of the result's canonical JSON (`null` included); never the result.
-    pub result_digest: Digest,
-    /// Wall time of the invocation, in milliseconds.
-    pub duration_ms: u64,
-    /// Whether an exception grant let the call through (the certificate is degraded).
-    #[serde(default)]
-    pub degraded: bool,
     /// How many advisory denies were recorded and let through.
     #[serde(default)]
     pub advisory_denials: u64,
+    /// Whether an exception grant let the call through (the certificate is degraded).
+    #[serde(default)]
+    pub degraded: bool,
+    /// Wall time of the invocation, in milliseconds.
+    pub duration_ms: u64,
+    /// Digest of the result's canonical JSON (`null` included); never the result.
+    pub result_digest: Digest,
 }
 
 /// `callable_failed` (terminal): the callable (or its setup after start) failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallableFailed {
-    /// A stable failure kind (`exit_status`, `not_found`, `evidence`…); never the message.
-    pub failure_kind: Label,
     /// Whether the callable was reached.
     pub call_executed: bool,
-    /// Digest of the redacted failure message, if there was one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_digest: Option<Digest>,
     /// Wall time of the invocation, in milliseconds (0 when not reached).
     #[serde(default)]
     pub duration_ms: u64,
+    /// A stable failure kind (`exit_status`, `not_found`, `evidence`…); never the message.
+    pub failure_kind: Label,
+    /// Digest of the redacted failure message, if there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_digest: Option<Digest>,
 }
 
 /// `operation_cancelled` (terminal).
@@ -372,16 +376,16 @@ pub struct ExternalResultAmbiguous {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskClosed {
-    /// The boundary closed (the genesis `policy_bound`'s).
-    pub task_boundary_id: Label,
     /// Completed, or abandoned (never certifiable).
     pub disposition: CloseDisposition,
-    /// Operations started in the chain.
-    pub operations: u64,
-    /// Their terminal records, by type.
-    pub terminals: TerminalCounts,
     /// `exception_granted` records in the chain.
     pub exceptions: u64,
+    /// Operations started in the chain.
+    pub operations: u64,
+    /// The boundary closed (the genesis `policy_bound`'s).
+    pub task_boundary_id: Label,
+    /// Their terminal records, by type.
+    pub terminals: TerminalCounts,
 }
 
 /// `record_superseded`: a correction of an earlier record, which stays unchanged.
@@ -389,15 +393,15 @@ pub struct TaskClosed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordSuperseded {
-    /// The corrected record's sequence (its id is the record's `supersedes_record_id`).
-    pub superseded_sequence: u64,
-    /// The corrected record's type.
-    pub superseded_record_type: RecordType,
-    /// Why (`correction`, `wrong_level`, …).
-    pub reason: Label,
     /// The corrected payload, valid for the superseded record's type, if the correction has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrected_payload: Option<Value>,
+    /// Why (`correction`, `wrong_level`, …).
+    pub reason: Label,
+    /// The corrected record's type.
+    pub superseded_record_type: RecordType,
+    /// The corrected record's sequence (its id is the record's `supersedes_record_id`).
+    pub superseded_sequence: u64,
 }
 
 /// A payload parsed according to its record type, or built by the recorder. It serializes as
@@ -534,4 +538,137 @@ pub fn validate(record_type: RecordType, value: &Value) -> Result<(), String> {
 pub fn to_value<T: Serialize>(payload: &T) -> Value {
     // Every payload type serializes to a JSON object (plain structs of strings, numbers, enums).
     serde_json::to_value(payload).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use warden_contracts::{PrincipalId, PrincipalKind, ScopeId};
+
+    use super::*;
+
+    /// One payload of every record type, every optional field set.
+    fn every_payload() -> Vec<Payload> {
+        let d = Digest::of_bytes(b"x");
+        let label = |s: &str| Label::new(s).unwrap();
+        let record = RecordId::new("rec-1").unwrap();
+        let approval = ApprovalId::new("ap-1").unwrap();
+        let principal = PrincipalRef {
+            id: PrincipalId::new("alice").unwrap(),
+            kind: PrincipalKind::User,
+        };
+        vec![
+            Payload::PolicyBound(PolicyBound {
+                policy_digest: d.clone(),
+                snapshot_json: Some("{}".into()),
+                task_boundary_id: label("t"),
+            }),
+            Payload::OperationStarted(Box::new(OperationStarted {
+                action: label("bash"),
+                action_version: Some(label("1")),
+                approval_id: Some(approval.clone()),
+                approval_receipt_digest: Some(d.clone()),
+                arguments_digest: d.clone(),
+                attempt: 1,
+                backend: label("in_process"),
+                capability_digest: Some(d.clone()),
+                idempotency_key_digest: Some(d.clone()),
+                policy_digest: d.clone(),
+                principal: principal.clone(),
+                profile: RuntimeProfile::Governed,
+                request_digest: d.clone(),
+                request_id: RequestId::new("req-1").unwrap(),
+                scope: ExecutionScopeRef::Ephemeral {
+                    scope_id: ScopeId::new("s-1").unwrap(),
+                },
+                session_id: Some(SessionId::new("sess-1").unwrap()),
+                tenant_id: Some(TenantId::new("tenant-1").unwrap()),
+            })),
+            Payload::GateEvaluated(GateEvaluated {
+                arguments_digest: d.clone(),
+                gate: label("policy"),
+                level: GateLevel::Hard,
+                reason_code: ReasonCode::PolicyRule,
+                recheck: true,
+                rule: Some(RuleText::new("bash(git status:*)").unwrap()),
+                source: Some(label("project")),
+                stage: Stage::Authorize,
+                verdict: GateVerdict::Allow,
+            }),
+            Payload::ExceptionGranted(ExceptionGranted {
+                arguments_digest: d.clone(),
+                authority: label("security"),
+                exception_id: label("ex-1"),
+                expires_at: Some(Timestamp(9)),
+                gate_record_id: record.clone(),
+                granted_by: Some(principal),
+            }),
+            Payload::OperationDenied(OperationDenied {
+                approval_id: Some(approval),
+                authority: Some(label("security")),
+                deciding_gate_record_id: Some(record),
+                disposition: DenialKind::Escalate,
+                evaluator: label("reducer"),
+                gates_evaluated: 2,
+                reason_code: ReasonCode::PolicyRule,
+                stop: true,
+            }),
+            Payload::CallableCompleted(CallableCompleted {
+                advisory_denials: 1,
+                degraded: true,
+                duration_ms: 3,
+                result_digest: d.clone(),
+            }),
+            Payload::CallableFailed(CallableFailed {
+                call_executed: true,
+                duration_ms: 3,
+                failure_kind: label("exit_status"),
+                message_digest: Some(d),
+            }),
+            Payload::OperationCancelled(OperationCancelled {
+                call_executed: false,
+            }),
+            Payload::OperationTimedOut(OperationTimedOut {
+                call_executed: true,
+                deadline: Some(Timestamp(7)),
+            }),
+            Payload::ExternalResultAmbiguous(ExternalResultAmbiguous {
+                cause: label("transport_lost"),
+                recovered: true,
+            }),
+            Payload::TaskClosed(TaskClosed {
+                disposition: CloseDisposition::Completed,
+                exceptions: 1,
+                operations: 2,
+                task_boundary_id: label("t"),
+                terminals: TerminalCounts::default(),
+            }),
+            Payload::RecordSuperseded(RecordSuperseded {
+                corrected_payload: Some(serde_json::json!({"call_executed": true})),
+                reason: label("correction"),
+                superseded_record_type: RecordType::OperationCancelled,
+                superseded_sequence: 4,
+            }),
+        ]
+    }
+
+    /// Every payload struct declares its fields in their keys' byte order, which is the order of
+    /// the canonical text: the one-pass writer then writes each object as it comes, never
+    /// sorting it again. (Plain serialization follows declaration order, so it equals the
+    /// canonical text exactly when the declarations are in that order.)
+    #[test]
+    fn payload_fields_are_declared_in_canonical_order() {
+        for p in every_payload() {
+            p.check().unwrap();
+            let value = to_value(&p);
+            assert_eq!(parse(p.record_type(), &value).unwrap(), p);
+            assert_eq!(
+                serde_json::to_string(&p).unwrap(),
+                warden_contracts::canonical::to_canonical_string(&value).unwrap(),
+                "{:?}",
+                p.record_type()
+            );
+        }
+    }
 }
