@@ -624,6 +624,11 @@ trait Sink {
     fn byte(&mut self, b: char);
     /// A JSON string.
     fn string(&mut self, s: &str);
+    /// An object member's key and the colon after it.
+    fn key(&mut self, k: &str) {
+        self.string(k);
+        self.byte(':');
+    }
     /// Where the output ends now.
     fn mark(&self) -> (usize, usize);
     /// Drops what was written after `mark`.
@@ -656,6 +661,21 @@ struct Dual<'a> {
 }
 
 impl Sink for Dual<'_> {
+    fn key(&mut self, k: &str) {
+        if needs_escape(k.as_bytes()) {
+            self.string(k);
+            self.byte(':');
+        } else {
+            self.text.reserve(k.len() + 3);
+            self.text.push('"');
+            self.text.push_str(k);
+            self.text.push_str("\":");
+            self.escaped.reserve(k.len() + 5);
+            self.escaped.push_str("\\\"");
+            self.escaped.push_str(k);
+            self.escaped.push_str("\\\":");
+        }
+    }
     fn mark(&self) -> (usize, usize) {
         (self.text.len(), self.escaped.len())
     }
@@ -768,8 +788,7 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
                     break;
                 }
                 previous = Some(k);
-                out.string(k);
-                out.byte(':');
+                out.key(k);
                 if !write_canonical(out, item) {
                     return false;
                 }
@@ -787,8 +806,7 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
                     if i > 0 {
                         out.byte(',');
                     }
-                    out.string(k);
-                    out.byte(':');
+                    out.key(k);
                     if !write_canonical(out, item) {
                         return false;
                     }
