@@ -460,16 +460,37 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Whether a JSON string must escape any byte of `b` (`"`, `\`, a control character below
-/// 0x20): the whole-string test of the common case, where nothing needs escaping. Sixteen bytes
-/// at a time (a fixed-size test the compiler turns into vector compares), shorter strings as
-/// two overlapping words; the last chunk or word overlaps the ones before.
+/// 0x20): the whole-string test of the common case, where nothing needs escaping.
 #[inline]
 fn needs_escape(b: &[u8]) -> bool {
+    flagged::<false>(b)
+}
+
+/// Whether an object key is plain: ASCII with nothing to escape, so it is written as it is and
+/// sorts in byte order (UTF-16 order, for ASCII).
+#[inline]
+fn plain_key(k: &str) -> bool {
+    !flagged::<true>(k.as_bytes())
+}
+
+/// Whether any byte of `b` must be escaped (or, with `NON_ASCII`, is not ASCII). Sixteen bytes
+/// at a time (a fixed-size test the compiler turns into vector compares), shorter strings as
+/// two overlapping words; the last chunk or word overlaps the ones before.
+#[inline(always)]
+fn flagged<const NON_ASCII: bool>(b: &[u8]) -> bool {
     #[inline(always)]
-    fn any16(chunk: &[u8; 16]) -> bool {
-        chunk.iter().fold(false, |hit, &c| {
-            hit | (c < 0x20) | (c == b'"') | (c == b'\\')
-        })
+    fn byte<const NON_ASCII: bool>(c: u8) -> bool {
+        (c < 0x20) | (c == b'"') | (c == b'\\') | (NON_ASCII & (c >= 0x80))
+    }
+    #[inline(always)]
+    fn any16<const NON_ASCII: bool>(chunk: &[u8; 16]) -> bool {
+        chunk
+            .iter()
+            .fold(false, |hit, &c| hit | byte::<NON_ASCII>(c))
+    }
+    #[inline(always)]
+    fn hits<const NON_ASCII: bool>(w: u64) -> u64 {
+        escape_hits(w) | if NON_ASCII { w & HIGHS } else { 0 }
     }
     #[inline(always)]
     fn word(b: &[u8]) -> u64 {
@@ -485,19 +506,19 @@ fn needs_escape(b: &[u8]) -> bool {
         16.. => {
             for chunk in b.chunks_exact(16) {
                 if let Ok(chunk) = <&[u8; 16]>::try_from(chunk)
-                    && any16(chunk)
+                    && any16::<NON_ASCII>(chunk)
                 {
                     return true;
                 }
             }
             match <&[u8; 16]>::try_from(&b[b.len() - 16..]) {
-                Ok(last) => any16(last),
+                Ok(last) => any16::<NON_ASCII>(last),
                 Err(_) => true,
             }
         }
-        8.. => escape_hits(word(&b[..8])) | escape_hits(word(&b[b.len() - 8..])) != 0,
-        4.. => escape_hits(half(&b[..4])) | escape_hits(half(&b[b.len() - 4..])) != 0,
-        _ => b.iter().any(|&c| (c < 0x20) | (c == b'"') | (c == b'\\')),
+        8.. => hits::<NON_ASCII>(word(&b[..8])) | hits::<NON_ASCII>(word(&b[b.len() - 8..])) != 0,
+        4.. => hits::<NON_ASCII>(half(&b[..4])) | hits::<NON_ASCII>(half(&b[b.len() - 4..])) != 0,
+        _ => b.iter().any(|&c| byte::<NON_ASCII>(c)),
     }
 }
 
@@ -629,6 +650,10 @@ trait Sink {
         self.string(k);
         self.byte(':');
     }
+    /// [`Sink::key`] for a key [`plain_key`] passed.
+    fn plain_key(&mut self, k: &str) {
+        self.key(k);
+    }
     /// Where the output ends now.
     fn mark(&self) -> (usize, usize);
     /// Drops what was written after `mark`.
@@ -666,15 +691,18 @@ impl Sink for Dual<'_> {
             self.string(k);
             self.byte(':');
         } else {
-            self.text.reserve(k.len() + 3);
-            self.text.push('"');
-            self.text.push_str(k);
-            self.text.push_str("\":");
-            self.escaped.reserve(k.len() + 5);
-            self.escaped.push_str("\\\"");
-            self.escaped.push_str(k);
-            self.escaped.push_str("\\\":");
+            self.plain_key(k);
         }
+    }
+    fn plain_key(&mut self, k: &str) {
+        self.text.reserve(k.len() + 3);
+        self.text.push('"');
+        self.text.push_str(k);
+        self.text.push_str("\":");
+        self.escaped.reserve(k.len() + 5);
+        self.escaped.push_str("\\\"");
+        self.escaped.push_str(k);
+        self.escaped.push_str("\\\":");
     }
     fn mark(&self) -> (usize, usize) {
         (self.text.len(), self.escaped.len())
@@ -767,9 +795,9 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
         }
         Value::Object(map) => {
             // The map iterates in key order (a `BTreeMap`) unless serde_json's `preserve_order`
-            // is on somewhere in the build; while the keys are ASCII and in order (UTF-16 order
-            // is byte order for ASCII), write them as they come; else start the object over,
-            // sorted.
+            // is on somewhere in the build; while the keys are plain (ASCII, nothing to escape)
+            // and in order (UTF-16 order is byte order for ASCII), write them as they come; else
+            // start the object over, sorted.
             let mark = out.mark();
             out.byte('{');
             let mut previous: Option<&str> = None;
@@ -783,12 +811,13 @@ fn write_canonical<S: Sink>(out: &mut S, v: &Value) -> bool {
                         break;
                     }
                 }
-                if !k.is_ascii() {
+                if !plain_key(k) {
+                    // Escapes or non-ASCII: the sorted path below writes it.
                     in_order = false;
                     break;
                 }
                 previous = Some(k);
-                out.key(k);
+                out.plain_key(k);
                 if !write_canonical(out, item) {
                     return false;
                 }
@@ -1554,6 +1583,7 @@ mod tests {
         fn the_chunk_test_flags_what_the_byte_scan_finds(s in text()) {
             let b = s.as_bytes();
             prop_assert_eq!(needs_escape(b), naive_next_escape(b, 0) < b.len());
+            prop_assert_eq!(plain_key(&s), s.is_ascii() && naive_next_escape(b, 0) == b.len());
         }
 
         #[test]
