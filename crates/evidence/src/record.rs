@@ -685,6 +685,22 @@ struct Dual<'a> {
     escaped: &'a mut String,
 }
 
+impl Dual<'_> {
+    /// `s`, which needs no escaping, quoted: `"s` and `close` in the text, `\"s` and
+    /// `escaped_close` (the same closing, escaped) in its escaped copy.
+    #[inline(always)]
+    fn quoted(&mut self, s: &str, close: &str, escaped_close: &str) {
+        self.text.reserve(s.len() + 1 + close.len());
+        self.text.push('"');
+        self.text.push_str(s);
+        self.text.push_str(close);
+        self.escaped.reserve(s.len() + 2 + escaped_close.len());
+        self.escaped.push_str("\\\"");
+        self.escaped.push_str(s);
+        self.escaped.push_str(escaped_close);
+    }
+}
+
 impl Sink for Dual<'_> {
     fn key(&mut self, k: &str) {
         if needs_escape(k.as_bytes()) {
@@ -695,14 +711,7 @@ impl Sink for Dual<'_> {
         }
     }
     fn plain_key(&mut self, k: &str) {
-        self.text.reserve(k.len() + 3);
-        self.text.push('"');
-        self.text.push_str(k);
-        self.text.push_str("\":");
-        self.escaped.reserve(k.len() + 5);
-        self.escaped.push_str("\\\"");
-        self.escaped.push_str(k);
-        self.escaped.push_str("\\\":");
+        self.quoted(k, "\":", "\\\":");
     }
     fn mark(&self) -> (usize, usize) {
         (self.text.len(), self.escaped.len())
@@ -721,14 +730,7 @@ impl Sink for Dual<'_> {
     }
     fn string(&mut self, s: &str) {
         if !needs_escape(s.as_bytes()) {
-            self.text.reserve(s.len() + 2);
-            self.text.push('"');
-            self.text.push_str(s);
-            self.text.push('"');
-            self.escaped.reserve(s.len() + 4);
-            self.escaped.push_str("\\\"");
-            self.escaped.push_str(s);
-            self.escaped.push_str("\\\"");
+            self.quoted(s, "\"", "\\\"");
         } else {
             let start = self.text.len();
             write_str(self.text, s);
