@@ -1,66 +1,166 @@
-//! `cargo xtask ci`: everything CI runs, in order, stopping at the first failure.
+//! `cargo xtask ci`: everything CI runs. Every step runs, whatever an earlier one did, so one
+//! run shows every failure; a table of the steps with their result and time closes the run, and
+//! the exit code is 1 when any step failed.
 //!
 //! 1. `cargo fmt --all --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
-//! 3. `cargo test --workspace` (bounded proptest cases when `CI` is set)
+//! 3. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
 //! 4. `bypass-check` (layering and the invocation boundary)
-//! 5. `tidy` (house conventions)
+//! 5. `tidy` (house conventions, paths and anchors)
 //! 6. `schemas --check` (checked-in JSON Schemas are current)
-//! 7. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` when missing;
-//!    `advisories` needs a network these machines do not have)
+//! 7. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
+//!    workspace's `.tools/` when it is missing; `advisories` needs a network these machines do not
+//!    have)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
 /// The `cargo-deny` version CI installs when it is missing.
 const CARGO_DENY_VERSION: &str = "0.20.2";
 
-pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
-    let steps: [(&str, &dyn Fn() -> anyhow::Result<bool>); 7] = [
-        ("fmt", &|| cargo(root, &["fmt", "--all", "--check"])),
-        ("clippy", &|| {
-            cargo(
-                root,
-                &[
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
-            )
-        }),
-        ("test", &|| cargo(root, &["test", "--workspace"])),
-        ("bypass-check", &|| crate::bypass::run(root, &[])),
-        ("tidy", &|| crate::tidy::run(root)),
-        ("schemas", &|| {
-            crate::schemas::run(root, &["--check".to_owned()])
-        }),
-        ("deny", &|| deny(root)),
-    ];
-    for (name, step) in steps {
-        println!("==> ci: {name}");
-        if !step()? {
-            println!("==> ci: {name} FAILED");
-            return Ok(false);
+/// Where tools the checks need are installed: inside the workspace (ignored by git), never in
+/// the user's `~/.cargo/bin`, so a run leaves nothing behind outside the checkout.
+pub(crate) const TOOLS_DIR: &str = ".tools";
+
+/// One step of the run.
+struct Step<'a> {
+    name: &'static str,
+    run: Box<dyn Fn() -> anyhow::Result<bool> + 'a>,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StepResult {
+    Passed,
+    Failed,
+    /// The step could not run at all (a missing program, an unreadable file): the message.
+    Error(String),
+}
+
+impl StepResult {
+    fn label(&self) -> &'static str {
+        match self {
+            StepResult::Passed => "pass",
+            StepResult::Failed => "FAIL",
+            StepResult::Error(_) => "ERROR",
         }
     }
-    println!("==> ci: all steps passed");
-    Ok(true)
+}
+
+pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
+    let steps = steps(root);
+    let mut results = Vec::with_capacity(steps.len());
+    for step in &steps {
+        println!("==> ci: {}", step.name);
+        let start = Instant::now();
+        let result = match (step.run)() {
+            Ok(true) => StepResult::Passed,
+            Ok(false) => StepResult::Failed,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                StepResult::Error(format!("{e:#}"))
+            }
+        };
+        let elapsed = start.elapsed();
+        if result != StepResult::Passed {
+            println!("==> ci: {} {}", step.name, result.label());
+        }
+        results.push((step.name, result, elapsed));
+    }
+    print!("{}", summary(&results));
+    Ok(results.iter().all(|(_, r, _)| *r == StepResult::Passed))
+}
+
+fn steps(root: &Path) -> Vec<Step<'_>> {
+    let clippy = [
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ];
+    vec![
+        Step {
+            name: "fmt",
+            run: Box::new(move || cargo(root, &["fmt", "--all", "--check"])),
+        },
+        Step {
+            name: "clippy",
+            run: Box::new(move || cargo(root, &clippy)),
+        },
+        Step {
+            name: "test",
+            run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
+        },
+        Step {
+            name: "bypass-check",
+            run: Box::new(move || crate::bypass::run(root, &[])),
+        },
+        Step {
+            name: "tidy",
+            run: Box::new(move || crate::tidy::run(root)),
+        },
+        Step {
+            name: "schemas",
+            run: Box::new(move || crate::schemas::run(root, &["--check".to_owned()])),
+        },
+        Step {
+            name: "deny",
+            run: Box::new(move || deny(root)),
+        },
+    ]
+}
+
+/// The closing table: each step, its result and its time, then the overall line.
+pub(crate) fn summary(results: &[(&str, StepResult, Duration)]) -> String {
+    let mut out = String::from("\n==> ci: summary\n\n| step | result | time |\n|---|---|---|\n");
+    for (name, result, elapsed) in results {
+        out.push_str(&format!(
+            "| {name} | {} | {:.1} s |\n",
+            result.label(),
+            elapsed.as_secs_f64()
+        ));
+    }
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(_, r, _)| *r != StepResult::Passed)
+        .map(|(name, _, _)| *name)
+        .collect();
+    let total: Duration = results.iter().map(|(_, _, d)| *d).sum();
+    if failed.is_empty() {
+        out.push_str(&format!(
+            "\n==> ci: all {} steps passed in {:.0} s\n",
+            results.len(),
+            total.as_secs_f64()
+        ));
+    } else {
+        out.push_str(&format!(
+            "\n==> ci: {} of {} steps failed ({}) in {:.0} s\n",
+            failed.len(),
+            results.len(),
+            failed.join(", "),
+            total.as_secs_f64()
+        ));
+    }
+    out
 }
 
 // xtask owns these subprocesses: it is tooling, outside the runtime layers.
 #[allow(clippy::disallowed_methods)]
-fn command(program: &str) -> Command {
+fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     Command::new(program)
 }
 
+fn cargo_program() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
 fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = command(&cargo)
+    let status = command(cargo_program())
         .args(args)
         .current_dir(root)
         .status()
@@ -68,30 +168,77 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
     Ok(status.success())
 }
 
-fn deny(root: &Path) -> anyhow::Result<bool> {
-    let installed = command("cargo-deny")
+/// The workspace-local `cargo-deny`, installed at the pinned version when it is missing.
+fn cargo_deny(root: &Path) -> anyhow::Result<PathBuf> {
+    let tools = root.join(TOOLS_DIR);
+    let program = tools.join("bin").join("cargo-deny");
+    let installed = command(&program)
         .arg("--version")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).contains(CARGO_DENY_VERSION))
         .unwrap_or(false);
-    if !installed {
-        println!("==> ci: installing cargo-deny {CARGO_DENY_VERSION}");
-        let ok = cargo(
-            root,
-            &[
-                "install",
-                "cargo-deny",
-                "--version",
-                CARGO_DENY_VERSION,
-                "--locked",
-            ],
-        )?;
-        if !ok {
-            anyhow::bail!("could not install cargo-deny {CARGO_DENY_VERSION}");
-        }
+    if installed {
+        return Ok(program);
     }
-    cargo(
+    println!(
+        "==> ci: installing cargo-deny {CARGO_DENY_VERSION} into {} (checks licences, bans and \
+         sources against deny.toml; built once from crates.io, about 6 minutes on 2 cores, \
+         then reused)",
+        tools.display()
+    );
+    let tools_arg = tools.to_string_lossy().into_owned();
+    let ok = cargo(
         root,
-        &["deny", "--offline", "check", "licenses", "bans", "sources"],
-    )
+        &[
+            "install",
+            "cargo-deny",
+            "--version",
+            CARGO_DENY_VERSION,
+            "--locked",
+            "--root",
+            &tools_arg,
+        ],
+    )?;
+    if !ok {
+        anyhow::bail!(
+            "could not install cargo-deny {CARGO_DENY_VERSION} into {}",
+            tools.display()
+        );
+    }
+    Ok(program)
+}
+
+fn deny(root: &Path) -> anyhow::Result<bool> {
+    let program = cargo_deny(root)?;
+    let status = command(&program)
+        .args(["--offline", "check", "licenses", "bans", "sources"])
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("running {}", program.display()))?;
+    Ok(status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_every_step_its_result_and_the_failures() {
+        let results = [
+            ("fmt", StepResult::Passed, Duration::from_millis(400)),
+            ("test", StepResult::Failed, Duration::from_secs(61)),
+            (
+                "deny",
+                StepResult::Error("no cargo".into()),
+                Duration::from_millis(5),
+            ),
+        ];
+        let text = summary(&results);
+        assert!(text.contains("| fmt | pass | 0.4 s |"), "{text}");
+        assert!(text.contains("| test | FAIL | 61.0 s |"), "{text}");
+        assert!(text.contains("| deny | ERROR | 0.0 s |"), "{text}");
+        assert!(text.contains("2 of 3 steps failed (test, deny)"), "{text}");
+        let passed = summary(&results[..1]);
+        assert!(passed.contains("all 1 steps passed"), "{passed}");
+    }
 }

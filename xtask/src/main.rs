@@ -1,7 +1,7 @@
 //! Workspace automation for Warden: `cargo xtask <command>`.
 //!
 //! - `bypass-check`: layering and the invocation boundary (see `warden-bypass-check`);
-//! - `tidy`: the house conventions (style.md §6);
+//! - `tidy`: the house conventions (docs/conventions.md);
 //! - `schemas [--check]`: write or verify the JSON Schemas under `docs/schemas/`;
 //! - `ci`: everything CI runs, in order.
 //!
@@ -25,7 +25,13 @@ const USAGE: &str = "usage: cargo xtask <bypass-check | tidy | schemas [--check]
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let root = workspace_root();
+    let root = match workspace_root() {
+        Ok(root) => root,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match args.first().map(String::as_str) {
         Some("bypass-check") => bypass::run(&root, &args[1..]),
         Some("tidy") => tidy::run(&root),
@@ -46,11 +52,33 @@ fn main() -> ExitCode {
     }
 }
 
-/// The workspace root: the parent of this crate's folder.
-fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .parent()
+/// The workspace this run checks, found at run time: the `CARGO_MANIFEST_DIR` that `cargo run`
+/// and `cargo test` set for this process (its parent is the workspace), else the nearest folder
+/// from the current one up whose `Cargo.toml` declares `[workspace]`.
+///
+/// Never `env!("CARGO_MANIFEST_DIR")`: that is the folder the binary was *built* from, and two
+/// checkouts sharing one `CARGO_TARGET_DIR` can run a binary built from the other one.
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    if let Some(root) = manifest_dir.as_deref().and_then(std::path::Path::parent)
+        && is_workspace_root(root)
+    {
+        return Ok(root.to_path_buf());
+    }
+    let cwd = std::env::current_dir()?;
+    cwd.ancestors()
+        .find(|dir| is_workspace_root(dir))
         .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no Cargo workspace at or above {}: run `cargo xtask` inside a checkout",
+                cwd.display()
+            )
+        })
+}
+
+fn is_workspace_root(dir: &std::path::Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .map(|manifest| manifest.lines().any(|l| l.trim() == "[workspace]"))
+        .unwrap_or(false)
 }

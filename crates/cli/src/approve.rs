@@ -39,6 +39,10 @@ pub(crate) struct ApproveArgs {
         required_unless_present = "keygen"
     )]
     policies: Vec<PathBuf>,
+    /// The project root relative path patterns are anchored at, as for every command that
+    /// loads policies.
+    #[arg(long, value_name = "DIR", conflicts_with = "keygen")]
+    project_root: Option<PathBuf>,
     /// The approver's signing key: PKCS#8 PEM or 64 hex digits.
     #[arg(long, value_name = "KEYFILE", required_unless_present = "keygen")]
     key: Option<PathBuf>,
@@ -159,7 +163,7 @@ fn approve(a: &ApproveArgs, out: &mut impl Write) -> Result<ExitCode, CliError> 
             .checked_mul(1000)
             .ok_or_else(|| CliError::Input("--ttl: too large".into()))?,
     };
-    let snapshot = load::snapshot(&a.policies)?;
+    let snapshot = load::snapshot(&a.policies, a.project_root.as_deref())?;
     let text = std::fs::read_to_string(key_path)
         .map_err(|e| CliError::Input(format!("--key {}: {e}", key_path.display())))?;
     let key = SigningKey::parse(&text)

@@ -1,4 +1,5 @@
-//! `warden check` (design.md §4.7, a contract) and `warden explain`.
+//! `warden check` (docs/design/policy.md#the-warden-check-json-line, a contract) and `warden
+//! explain`.
 //!
 //! Input is validated whole before anything is decided: an invalid `--args`, or any invalid
 //! line of a `--calls` file, is exit 2 with nothing printed on stdout.
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use warden_policy::{
     Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, Verdict, edge,
 };
@@ -68,7 +69,8 @@ fn cwd(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
     }
 }
 
-/// Reads a JSON Lines file of calls; any bad line fails the whole file.
+/// Reads a JSON Lines file of calls (the call log `warden replay` reads too); any bad line fails
+/// the whole file.
 fn read_calls(path: &PathBuf, cwd: &std::path::Path) -> Result<Vec<Call>, CliError> {
     let file = std::fs::File::open(path)
         .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
@@ -81,32 +83,14 @@ fn read_calls(path: &PathBuf, cwd: &std::path::Path) -> Result<Vec<Call>, CliErr
         }
         let value: Value = serde_json::from_str(&line)
             .map_err(|e| CliError::Input(format!("{where_}: invalid JSON: {e}")))?;
-        let Value::Object(mut obj) = value else {
+        let Value::Object(obj) = value else {
             return Err(CliError::Input(format!(
                 "{where_}: a call is a JSON object {{\"tool\":…,\"args\":…}}"
             )));
         };
-        let tool = match obj.remove("tool") {
-            Some(Value::String(t)) if !t.is_empty() => t,
-            _ => {
-                return Err(CliError::Input(format!(
-                    "{where_}: `tool` must be a non-empty string"
-                )));
-            }
-        };
-        let args = match obj.remove("args") {
-            Some(a @ Value::Object(_)) => a,
-            Some(_) => {
-                return Err(CliError::Input(format!(
-                    "{where_}: `args` must be a JSON object"
-                )));
-            }
-            None => return Err(CliError::Input(format!("{where_}: `args` is missing"))),
-        };
-        if let Some(key) = obj.keys().next() {
-            return Err(CliError::Input(format!("{where_}: unknown key `{key}`")));
-        }
-        calls.push(Call::new(tool, args).with_cwd(cwd));
+        let line = warden_harness::transcript::warden_call(&obj, Some(cwd))
+            .map_err(|e| CliError::Input(format!("{where_}: {e}")))?;
+        calls.push(line.call);
     }
     Ok(calls)
 }
@@ -126,7 +110,7 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
         }
     };
     if let Some(name) = &a.scope {
-        let scope = load::scope(&a.policy.policies, name)?;
+        let scope = load::scope(&a.policy.policies, a.policy.project_root.as_deref(), name)?;
         let chain = scope.chain();
         // Every scope shares the path environment: the root's policy resolves the paths.
         if let Some(root) = chain.first().and_then(|s| s.policy()) {
@@ -143,7 +127,7 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let snapshot = load::snapshot(&a.policy.policies)?;
+    let snapshot = a.policy.snapshot()?;
     for call in &mut calls {
         edge::resolve_call_paths(&snapshot, call);
     }
@@ -212,43 +196,75 @@ pub(crate) fn run_explain(a: &ExplainArgs, out: &mut impl Write) -> Result<ExitC
     let cwd = cwd(a.cwd.as_ref())?;
     let args = parse_args_object(&a.args, "--args")?;
     let mut call = Call::new(a.tool.clone(), args).with_cwd(&cwd);
-    if let Some(name) = &a.scope {
-        let scope = load::scope(&a.policy.policies, name)?;
-        let chain = scope.chain();
-        if let Some(root) = chain.first().and_then(|s| s.policy()) {
-            edge::resolve_call_paths(root, &mut call);
-        }
-        let sv = scope.decide(&call);
-        let names: Vec<&str> = chain.iter().map(|s| s.name()).collect();
-        writeln!(out, "scope    {} (chain {})", sv.caller, names.join(" > "))?;
-        writeln!(out, "decision: {}", sv.decision())?;
-        writeln!(out, "reason:   {}", sv.reason)?;
-        writeln!(
-            out,
-            "decided by scope {} ({})",
-            sv.scope,
-            stage_name(sv.stage)
-        )?;
-        for a in &sv.authorities {
-            writeln!(
-                out,
-                "relies on scope {} expanding its parent under the authority {}",
-                a.scope, a.authority
-            )?;
-        }
-        writeln!(out, "scope digest {}", sv.scope_digest)?;
-        let decider = chain.iter().find(|s| s.name() == &*sv.scope);
-        if let Some(policy) = decider.and_then(|s| s.policy()) {
-            writeln!(out)?;
-            writeln!(out, "the policy of scope {}:", sv.scope)?;
-            explain(out, policy, &call)?;
+    let Some(name) = &a.scope else {
+        let snapshot = a.policy.snapshot()?;
+        edge::resolve_call_paths(&snapshot, &mut call);
+        match a.format {
+            OutputFormat::Text => explain(out, &snapshot, &call)?,
+            OutputFormat::Json => {
+                let value = json!({
+                    "policy": policy_json(&snapshot),
+                    "call": {"tool": call.tool, "args": call.args},
+                    "explanation": snapshot.explain(&call),
+                });
+                writeln!(out, "{value}")?;
+            }
         }
         return Ok(ExitCode::SUCCESS);
+    };
+    let scope = load::scope(&a.policy.policies, a.policy.project_root.as_deref(), name)?;
+    let chain = scope.chain();
+    if let Some(root) = chain.first().and_then(|s| s.policy()) {
+        edge::resolve_call_paths(root, &mut call);
     }
-    let snapshot = load::snapshot(&a.policy.policies)?;
-    edge::resolve_call_paths(&snapshot, &mut call);
-    explain(out, &snapshot, &call)?;
+    let sv = scope.decide(&call);
+    let names: Vec<&str> = chain.iter().map(|s| s.name()).collect();
+    let decider = chain
+        .iter()
+        .find(|s| s.name() == &*sv.scope)
+        .and_then(|s| s.policy());
+    if a.format == OutputFormat::Json {
+        let value = json!({
+            "scope": {"chain": names, "verdict": sv},
+            "policy": decider.map(|p| policy_json(p)),
+            "call": {"tool": call.tool, "args": call.args},
+            "explanation": decider.map(|p| p.explain(&call)),
+        });
+        writeln!(out, "{value}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "scope    {} (chain {})", sv.caller, names.join(" > "))?;
+    writeln!(out, "decision: {}", sv.decision())?;
+    writeln!(out, "reason:   {}", sv.reason)?;
+    writeln!(
+        out,
+        "decided by scope {} ({})",
+        sv.scope,
+        stage_name(sv.stage)
+    )?;
+    for a in &sv.authorities {
+        writeln!(
+            out,
+            "relies on scope {} expanding its parent under the authority {}",
+            a.scope, a.authority
+        )?;
+    }
+    writeln!(out, "scope digest {}", sv.scope_digest)?;
+    if let Some(policy) = decider {
+        writeln!(out)?;
+        writeln!(out, "the policy of scope {}:", sv.scope)?;
+        explain(out, policy, &call)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The policy an explanation is of: id, version and digest.
+fn policy_json(snapshot: &PolicySnapshot) -> Value {
+    json!({
+        "id": snapshot.id(),
+        "version": snapshot.version(),
+        "digest": snapshot.digest().as_str(),
+    })
 }
 
 /// How a scope verdict was reached, in words.

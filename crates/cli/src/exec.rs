@@ -1,8 +1,8 @@
 //! `warden exec`: one tool call through the full executor (the contract of the executor issue,
-//! with contained execution from issue 7).
+//! with contained execution).
 //!
 //! ```text
-//! warden exec --policy FILE --tool NAME --args JSON [--workspace DIR]
+//! warden exec --policy FILE --tool NAME --args JSON [--cwd DIR]
 //!             [--backend subprocess|in-process] [--simulate-unavailable MECHANISM]...
 //!             [--receipt FILE] [--evidence PATH] [--idempotency-key KEY] [--format json]
 //! ```
@@ -104,9 +104,10 @@ pub(crate) struct ExecArgs {
     /// The call's arguments: a JSON object.
     #[arg(long, value_name = "JSON")]
     args: String,
-    /// The workspace: relative paths resolve under it, the only place writes may happen, and
-    /// where `bash` runs (default: the current directory).
-    #[arg(long, value_name = "DIR")]
+    /// The call's working folder, as for `warden check`: relative paths resolve under it, and
+    /// it is the workspace, the only place writes may happen, where `bash` runs (default: the
+    /// current directory). `--workspace` is accepted too.
+    #[arg(long = "cwd", visible_alias = "workspace", value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// The effect backend.
     #[arg(long, value_enum, default_value_t = BackendChoice::Subprocess)]
@@ -147,7 +148,7 @@ fn workspace(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
     };
     if !dir.is_dir() {
         return Err(CliError::Input(format!(
-            "--workspace {}: not a directory",
+            "--cwd {}: not a directory",
             dir.display()
         )));
     }
@@ -193,7 +194,7 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     let action =
         ActionRef::new(a.tool.as_str()).map_err(|e| CliError::Input(format!("--tool: {e}")))?;
     let receipt = a.receipt.as_deref().map(receipt).transpose()?;
-    let snapshot = Arc::new(load::snapshot(&a.policy.policies)?);
+    let snapshot = Arc::new(a.policy.snapshot()?);
     let policy_digest = snapshot.digest().to_string();
     let containment = snapshot.containment().clone();
 

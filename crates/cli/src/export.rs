@@ -41,9 +41,8 @@ pub(crate) struct ExportArgs {
     /// The provider to export to.
     #[arg(long, value_enum)]
     to: ExportTarget,
-    /// A policy file (.toml or .json); repeat to merge several as sources.
-    #[arg(long = "policy", value_name = "FILE", required = true)]
-    policies: Vec<PathBuf>,
+    #[command(flatten)]
+    policy: crate::PolicyArgs,
     /// Write the exported file here and the report to stdout (default: the file to stdout,
     /// the report to stderr).
     #[arg(long, value_name = "FILE")]
@@ -114,7 +113,7 @@ fn deliver(
 }
 
 pub(crate) fn run_export(a: &ExportArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
-    let snapshot = load::snapshot(&a.policies)?;
+    let snapshot = a.policy.snapshot()?;
     let target = match a.to {
         ExportTarget::ClaudeCode => Target::ClaudeCode,
         ExportTarget::Codex => Target::Codex,
@@ -172,8 +171,8 @@ pub(crate) fn run_import(a: &ImportArgs, out: &mut impl Write) -> Result<ExitCod
         claude_code::import_settings(&files).map_err(|e| CliError::Input(e.to_string()))?;
     // The result must build: every translated rule compiles.
     let env = match &a.out {
-        Some(p) => load::path_env(std::slice::from_ref(p))?,
-        None => load::path_env(&[PathBuf::from("imported.toml")])?,
+        Some(p) => load::path_env(std::slice::from_ref(p), None)?,
+        None => load::path_env(&[PathBuf::from("imported.toml")], None)?,
     };
     claude_code::check_import(&import, env).map_err(|e| CliError::Input(e.to_string()))?;
     let body = import.policy.write(Format::Toml)?;

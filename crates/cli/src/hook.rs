@@ -1,5 +1,5 @@
-//! `warden hook claude-code` (issue 9, a contract): one Claude Code hook event on stdin, one
-//! answer on stdout, and an exit code Claude Code cannot misread.
+//! `warden hook claude-code` (a contract: docs/design/hooks.md#claude-code): one Claude Code hook
+//! event on stdin, one answer on stdout, and an exit code Claude Code cannot misread.
 //!
 //! Claude Code fails *open* on anything but exit 2 (a crash, exit 1, a timeout, output it
 //! cannot parse all let the call proceed), so every failure here, panics included, ends in
@@ -50,9 +50,8 @@ pub(crate) enum HookCommand {
 /// `warden hook claude-code`.
 #[derive(Debug, Args)]
 pub(crate) struct ClaudeCodeArgs {
-    /// A policy file (.toml or .json); repeat to merge several as sources.
-    #[arg(long = "policy", value_name = "FILE", required = true)]
-    policies: Vec<PathBuf>,
+    #[command(flatten)]
+    policy: crate::PolicyArgs,
     /// Journal verdicts and the provider's reports of what ran to this SQLite store.
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
@@ -151,7 +150,7 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
             "PreToolUse without tool_name or tool_input".into(),
         ));
     };
-    let snapshot = load::snapshot(&a.policies)?;
+    let snapshot = a.policy.snapshot()?;
     let cwd = event_cwd(e)?;
     // Guards first: a blocking guard denies; a redacted input is what gets decided and run.
     let (input, redacted): (Cow<'_, Value>, Option<Vec<Finding>>) =
@@ -207,7 +206,7 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
 }
 
 fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
-    let snapshot = load::snapshot(&a.policies)?;
+    let snapshot = a.policy.snapshot()?;
     if let Some(path) = &a.journal {
         let tool_name = e
             .tool_name
@@ -323,14 +322,18 @@ fn inject_test_panic() {
 
 fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     // Refuse to install a hook whose policy does not load: it would block every call.
-    load::snapshot(&a.policies)?;
+    a.policy.snapshot()?;
     let exe = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
     let mut args: Vec<String> = vec!["hook".into(), "claude-code".into()];
-    for p in &a.policies {
+    for p in &a.policy.policies {
         args.push("--policy".into());
         args.push(canonical(p)?);
+    }
+    if let Some(root) = &a.policy.project_root {
+        args.push("--project-root".into());
+        args.push(canonical(root)?);
     }
     if let Some(j) = &a.journal {
         args.push("--journal".into());

@@ -1,5 +1,6 @@
 //! Loading policies the way the `warden` command does: files merged as sources, relative path
-//! patterns anchored at `$CLAUDE_PROJECT_DIR` when set, else the first policy file's folder.
+//! patterns anchored at `--project-root` when given, else `$CLAUDE_PROJECT_DIR` when set, else the
+//! first policy file's folder.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,11 +14,17 @@ pub(crate) fn absolute(path: &Path) -> Result<PathBuf, CliError> {
     std::path::absolute(path).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))
 }
 
-/// The path environment for these policy files.
-pub(crate) fn path_env(policies: &[PathBuf]) -> Result<PathEnv, CliError> {
-    let project_root = match std::env::var_os("CLAUDE_PROJECT_DIR") {
-        Some(dir) if !dir.is_empty() => absolute(Path::new(&dir))?,
-        _ => {
+/// The path environment for these policy files: relative patterns anchored at `project_root`
+/// when given, else `$CLAUDE_PROJECT_DIR` when set, else the first file's folder.
+pub(crate) fn path_env(
+    policies: &[PathBuf],
+    project_root: Option<&Path>,
+) -> Result<PathEnv, CliError> {
+    let from_env = std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty());
+    let project_root = match (project_root, from_env) {
+        (Some(dir), _) => absolute(dir)?,
+        (None, Some(dir)) => absolute(Path::new(&dir))?,
+        (None, None) => {
             let first = policies
                 .first()
                 .ok_or_else(|| CliError::Input("no --policy given".into()))?;
@@ -32,15 +39,22 @@ pub(crate) fn path_env(policies: &[PathBuf]) -> Result<PathEnv, CliError> {
 }
 
 /// Reads, merges and compiles the policy files.
-pub(crate) fn snapshot(policies: &[PathBuf]) -> Result<PolicySnapshot, CliError> {
-    let env = path_env(policies)?;
+pub(crate) fn snapshot(
+    policies: &[PathBuf],
+    project_root: Option<&Path>,
+) -> Result<PolicySnapshot, CliError> {
+    let env = path_env(policies, project_root)?;
     Ok(PolicySnapshot::from_files(&read(policies)?, env)?)
 }
 
 /// Reads the policy files and composes them as scopes; the scope `name` (the root's id names
 /// the root).
-pub(crate) fn scope(policies: &[PathBuf], name: &str) -> Result<Arc<Scope>, CliError> {
-    let env = path_env(policies)?;
+pub(crate) fn scope(
+    policies: &[PathBuf],
+    project_root: Option<&Path>,
+    name: &str,
+) -> Result<Arc<Scope>, CliError> {
+    let env = path_env(policies, project_root)?;
     let set = ScopeSet::from_files(&read(policies)?, env)?;
     if let Some(scope) = set.get(name) {
         return Ok(scope.clone());

@@ -86,6 +86,17 @@ struct PolicyArgs {
     /// A policy file (.toml or .json); repeat to merge several as sources.
     #[arg(long = "policy", value_name = "FILE", required = true)]
     policies: Vec<PathBuf>,
+    /// The project root relative path patterns (`edit(src/**)`) are anchored at (default:
+    /// $CLAUDE_PROJECT_DIR when set, else the first policy file's folder).
+    #[arg(long, value_name = "DIR")]
+    project_root: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    /// Reads, merges and compiles the policy files.
+    fn snapshot(&self) -> Result<warden_policy::PolicySnapshot, CliError> {
+        load::snapshot(&self.policies, self.project_root.as_deref())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -98,7 +109,7 @@ struct CheckArgs {
     /// The call's arguments: a JSON object.
     #[arg(long, value_name = "JSON", requires = "tool")]
     args: Option<String>,
-    /// A JSON Lines file of calls, one {"tool":…,"args":…} a line.
+    /// A JSON Lines file of calls, one {"tool":…,"args":…} a line (an optional "time" is ignored).
     #[arg(long, value_name = "FILE.jsonl")]
     calls: Option<PathBuf>,
     /// Output format.
@@ -126,6 +137,9 @@ struct ExplainArgs {
     /// The working directory relative paths in arguments resolve against (default: current).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
+    /// Output format: text, or one JSON object (the policy, the call, and the explanation).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
     /// Explain as subagent scope NAME would decide (see `warden check --scope`): the scope
     /// chain's verdict, then the deciding scope's policy explained.
     #[arg(long, value_name = "NAME")]

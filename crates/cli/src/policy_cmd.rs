@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::error::CliError;
-use crate::{OutputFormat, PolicyArgs, load};
+use crate::{OutputFormat, PolicyArgs};
 
 pub(crate) fn compile(
     a: &PolicyArgs,
     format: OutputFormat,
     out: &mut impl Write,
 ) -> Result<ExitCode, CliError> {
-    let s = load::snapshot(&a.policies)?;
+    let s = a.snapshot()?;
     match format {
         OutputFormat::Json => {
             let sources: Vec<_> = s
@@ -28,6 +28,7 @@ pub(crate) fn compile(
                         "hash": src.hash,
                         "rules": {"deny": src.rule_counts[0], "ask": src.rule_counts[1], "allow": src.rule_counts[2]},
                         "withheld": src.withheld,
+                        "derived": src.derived,
                     })
                 })
                 .collect();
@@ -62,6 +63,16 @@ pub(crate) fn compile(
                         format!(", {} allow rule(s) withheld", src.withheld.len())
                     }
                 )?;
+                // The counts are of compiled rules: say which ones no file lists.
+                for d in &src.derived {
+                    writeln!(
+                        out,
+                        "        {} {} (derived from {}: alias expansion)",
+                        d.list.as_str(),
+                        d.rule,
+                        d.from
+                    )?;
+                }
             }
         }
     }
@@ -86,7 +97,7 @@ pub(crate) fn describe(
     format: OutputFormat,
     out: &mut impl Write,
 ) -> Result<ExitCode, CliError> {
-    let s = load::snapshot(&a.policies)?;
+    let s = a.snapshot()?;
     let boundary = s.describe();
     let directives = s.directives();
     match format {

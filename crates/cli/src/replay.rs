@@ -1,4 +1,4 @@
-//! `warden replay` (issue 9, a contract for `--format json`): every tool call in agent
+//! `warden replay` (a contract for `--format json`): every tool call in agent
 //! transcripts decided against a policy, without running anything.
 //!
 //! Files are read and their formats recognized before anything is printed: an unreadable or
@@ -25,8 +25,9 @@ const PROGRESS_MIN_BYTES: u64 = 256 * 1024;
 /// `warden replay` output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ReplayFormat {
-    /// Aligned columns and a summary, for people.
-    Table,
+    /// Aligned columns and a summary, for people (`table` is accepted too).
+    #[value(alias = "table")]
+    Text,
     /// JSON Lines: one object per call, then one `{"summary":…}` line.
     Json,
 }
@@ -37,14 +38,13 @@ pub(crate) struct ReplayArgs {
     /// Transcripts: Claude Code or Codex session JSONL, or Warden calls JSONL (detected).
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
-    /// A policy file (.toml or .json); repeat to merge several as sources.
-    #[arg(long = "policy", value_name = "FILE", required = true)]
-    policies: Vec<PathBuf>,
+    #[command(flatten)]
+    policy: crate::PolicyArgs,
     /// A second policy to compare with: only the calls whose decision changes are listed.
     #[arg(long = "against", value_name = "FILE")]
     against: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Text)]
     format: ReplayFormat,
     /// Where relative paths resolve for calls whose transcript names no working folder
     /// (default: the current folder).
@@ -113,11 +113,14 @@ fn decide(snapshot: &PolicySnapshot, tc: &TranscriptCall) -> Verdict {
 
 pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let inputs = read_inputs(&a.files)?;
-    let snapshot = load::snapshot(&a.policies)?;
+    let snapshot = a.policy.snapshot()?;
     let against = if a.against.is_empty() {
         None
     } else {
-        Some(load::snapshot(&a.against)?)
+        Some(load::snapshot(
+            &a.against,
+            a.policy.project_root.as_deref(),
+        )?)
     };
     let cwd = match &a.cwd {
         Some(d) => load::absolute(d)?,
@@ -204,7 +207,7 @@ pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliE
                             .map_err(|e| CliError::Io(e.into()))?;
                         out.write_all(b"\n")?;
                     }
-                    ReplayFormat::Table => rows.push(Row::new(
+                    ReplayFormat::Text => rows.push(Row::new(
                         &input.name,
                         line_no,
                         &tc,
@@ -227,7 +230,7 @@ pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliE
             let line = serde_json::json!({ "summary": summary });
             writeln!(out, "{line}")?;
         }
-        ReplayFormat::Table => write_table(out, &rows, &summary, against.is_some())?,
+        ReplayFormat::Text => write_table(out, &rows, &summary, against.is_some())?,
     }
     Ok(ExitCode::SUCCESS)
 }

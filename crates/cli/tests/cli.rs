@@ -1,5 +1,6 @@
-//! The `warden` command end to end: the `warden check` contract (design.md §4.7), the
-//! agentpolicy corpus through `warden check --calls`, and bad input (exit 2, nothing decided).
+//! The `warden` command end to end: the `warden check` contract
+//! (docs/design/policy.md#the-warden-check-json-line), the agentpolicy corpus through `warden check
+//! --calls`, and bad input (exit 2, nothing decided).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,8 @@ use serde_json::{Value, json};
 mod approve;
 #[path = "support/describe.rs"]
 mod describe;
+#[path = "support/docs.rs"]
+mod docs;
 #[path = "support/evidence.rs"]
 mod evidence;
 #[path = "support/exec.rs"]
@@ -41,7 +44,7 @@ fn warden(args: &[&str], dir: &Path) -> Output {
 
 fn corpus(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/agentpolicy")
+        .join("../../tests/corpus/agentpolicy")
         .join(name);
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }

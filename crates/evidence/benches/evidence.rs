@@ -1,6 +1,6 @@
-//! Evidence throughput and latency (design.md §9): the in-memory chain (target ≥ 300,000
-//! records/s; one appender, two appending to their own chains at once, and two sharing one
-//! chain, against each whole append under the lock as the peer) against its floors
+//! Evidence throughput and latency (docs/design/performance.md#targets): the in-memory chain
+//! (target ≥ 300,000 records/s; one appender, two appending to their own chains at once, and two
+//! sharing one chain, against each whole append under the lock as the peer) against its floors
 //! (BLAKE3 over the same hash inputs alone; both hashes a record needs), SQLite with
 //! `synchronous=FULL` and group commit under concurrent appenders (target ≥ 50,000 durable
 //! records/s) against one appender, single-append latency, and verification. Results:

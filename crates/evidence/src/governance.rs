@@ -406,7 +406,7 @@ struct GateFact {
     reason_code: ReasonCode,
 }
 
-/// What ADR-0121's reducer made of an operation's gates.
+/// What the reducer made of an operation's gates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reduction {
     /// `Allow`, `Deny` or `Escalate` (never `Defer`: capacity is not a gate).
@@ -421,7 +421,8 @@ pub struct Reduction {
     pub advisory_denials: Vec<RecordId>,
 }
 
-/// ADR-0121's reducer over one operation's gate evaluations.
+/// The reducer (docs/design/executor.md#gate-levels-and-the-reducer) over one operation's gate
+/// evaluations.
 ///
 /// - any hard deny → `Deny`;
 /// - an unresolved soft deny → `Escalate` when a named approval authority exists, else `Deny`;
@@ -474,8 +475,9 @@ pub fn reduce(
     }
 }
 
-/// The terminal record type an outcome closes its operation with (gate 13). `Deferred` has none:
-/// a deferral happens before `operation_started`.
+/// The terminal record type an outcome closes its operation with
+/// (docs/design/evidence.md#one-terminal-per-operation). `Deferred` has none: a deferral happens
+/// before `operation_started`.
 pub fn terminal_for_outcome(outcome: &ExecutionOutcome) -> Result<RecordType, GovernanceError> {
     Ok(match outcome {
         ExecutionOutcome::Succeeded { .. } => RecordType::CallableCompleted,
@@ -1364,10 +1366,10 @@ struct Unrecorded {
 }
 
 /// An operation whose `operation_started` is durable but was not acknowledged
-/// ([`GovernedRecorder::take_unacknowledged`]). It can only be closed, before any call: it has
-/// no gates and no permit, so the callable is unreachable (ADR-0121: a failed pre-call append
-/// makes the callable unreachable; every started operation gets exactly one terminal record).
-/// Dropped without closing, it stays open and can be taken again, or recovered.
+/// ([`GovernedRecorder::take_unacknowledged`]). It can only be closed, before any call: it has no
+/// gates and no permit, so the callable is unreachable (evidence before the call: a failed pre-call
+/// append makes the callable unreachable; every started operation gets exactly one terminal
+/// record). Dropped without closing, it stays open and can be taken again, or recovered.
 #[derive(Debug)]
 pub struct UnacknowledgedOperation {
     recorder: GovernedRecorder,
@@ -1860,7 +1862,7 @@ impl InFlight {
         self.finish(TerminalKind::Completed { result_digest }).await
     }
 
-    /// Closes the call with the terminal record its outcome requires (gate 13).
+    /// Closes the call with the terminal record its outcome requires (one terminal per operation).
     pub async fn finish_outcome(
         self,
         outcome: &ExecutionOutcome,

@@ -88,7 +88,7 @@ bounded_text!(
     "a rule"
 );
 
-/// How much a gate's deny weighs (ADR-0121's reducer).
+/// How much a gate's deny weighs (docs/design/executor.md#gate-levels-and-the-reducer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateLevel {

@@ -1,4 +1,5 @@
-//! Projection (ADR-0121 gate 14): run and attempt state projected from evidence records.
+//! Projection (docs/design/evidence.md#projection-and-recovery): run and attempt state projected
+//! from evidence records.
 //!
 //! The source is any evidence store (at-least-once: everything after the durable cursor is
 //! delivered, again after a crash). Each record is applied under the idempotency key

@@ -895,10 +895,10 @@ impl RecordKind for RecordType {
     }
 }
 
-/// A record of either family: the fields of design.md §6, generic over the family's record-type
-/// enum. The journal's records are `Record<JournalRecordType>` ([`crate::JournalRecord`]);
-/// evidence records are the contracts' [`EvidenceRecord`], which converts to and from
-/// `Record<RecordType>` field by field. Both serialize the same way.
+/// A record of either family: the fields of docs/design/evidence.md#records, generic over the
+/// family's record-type enum. The journal's records are `Record<JournalRecordType>`
+/// ([`crate::JournalRecord`]); evidence records are the contracts' [`EvidenceRecord`], which
+/// converts to and from `Record<RecordType>` field by field. Both serialize the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record<T> {

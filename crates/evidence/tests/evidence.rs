@@ -1,7 +1,8 @@
 //! warden-evidence's one integration-test binary: records and hashing, the conformance suite
-//! against both backends, governed execution (gate 13, gate 6), certificates, checkpoints,
-//! tampering (library and SQLite file), projection (gate 14), crash injection (a child process
-//! SIGKILLed at every fault point), the journal, SQLite specifics, and properties.
+//! against both backends, governed execution (one terminal per operation, evidence before the
+//! call), certificates, checkpoints, tampering (library and SQLite file), projection, crash
+//! injection (a child process SIGKILLed at every fault point), the journal, SQLite specifics, and
+//! properties.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -1,10 +1,10 @@
 //! Executor overhead over a direct call of a trivial tool, minimal profile, side by side in one
 //! run: the direct call (the tool's own function, awaited on the same runtime), the full stage
 //! order with an allow-everything evaluator (the executor's own cost), with a compiled policy
-//! snapshot deciding (executor + decision), and with capacity limits and an observer.
-//! Target (design.md §9): overhead < 5 µs. Also, apart from the target, the governed profile over
-//! the in-memory evidence store: what a call's evidence (four records: the policy binding, the
-//! start, the gate, the terminal) adds. Results: docs/benchmarks.md.
+//! snapshot deciding (executor + decision), and with capacity limits and an observer. Target
+//! (docs/design/performance.md#targets): overhead < 5 µs. Also, apart from the target, the governed
+//! profile over the in-memory evidence store: what a call's evidence (four records: the policy
+//! binding, the start, the gate, the terminal) adds. Results: docs/benchmarks.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;

@@ -297,10 +297,10 @@ impl ReviewLoop {
 /// A LionAGI `on_escalate` callback's answer, as the adapter reads it.
 pub type CallbackResult = Result<Value, String>;
 
-/// The LionAGI escalation-callback semantics (ADR-0044 D2) as a [`Reviewer`]: the callback sees
-/// the action and the arguments; `true` approves them unchanged, a JSON object approves *those*
-/// arguments instead (they are then re-validated and re-checked like any others), anything else
-/// refuses, and an error or a panic refuses.
+/// The LionAGI escalation-callback semantics (docs/design/executor.md#escalation-and-approvals) as
+/// a [`Reviewer`]: the callback sees the action and the arguments; `true` approves them unchanged,
+/// a JSON object approves *those* arguments instead (they are then re-validated and re-checked like
+/// any others), anything else refuses, and an error or a panic refuses.
 pub struct EscalationCallback<F> {
     callback: F,
     approver: PrincipalRef,

@@ -2310,7 +2310,7 @@ impl ActionExecutor {
         })
     }
 
-    /// Describes the operation stage 5 opens, from the trusted inputs only (ADR-0121's
+    /// Describes the operation stage 5 opens, from the trusted inputs only (the reference design's
     /// operation-context factory): the canonical action and version, the validated arguments'
     /// digest, the plan's pinned policy, the backend report the preflight used. Binds at most
     /// one presented approval receipt (action, policy and expiry bound, never used, not an

@@ -1,10 +1,10 @@
-//! Governed execution (ADR-0121 D3, D4, D10; docs/executor.md, "Governed execution"): the
-//! `governed` and `certifiable` profiles drive `warden-evidence`'s [`GovernedRecorder`] as
-//! control flow.
+//! Governed execution (docs/design/evidence.md#governed-execution-rules; docs/executor.md,
+//! "Governed execution"): the `governed` and `certifiable` profiles drive `warden-evidence`'s
+//! [`GovernedRecorder`] as control flow.
 //!
 //! A governed executor opens one operation per request after admission (stage 5: `policy_bound`
 //! and `operation_started`, both receipts required), records every gate evaluation as it is
-//! produced with its level (stages 6–11), runs ADR-0121's reducer at the pre-call checkpoint
+//! produced with its level (stages 6–11), runs the reducer at the pre-call checkpoint
 //! (stage 12) and invokes only through the permit it returns. Whatever ends the request, the
 //! executor closes the operation with exactly one terminal record, after the pipeline, outside
 //! the race with cancellation and deadlines. Evidence work is *shielded*: a cancellation or a
@@ -32,8 +32,9 @@ use warden_evidence::{
 };
 
 /// A soft deny's standing exception, validated and recorded by the composition root before
-/// execution (ADR-0121 D3: "a soft deny with a prevalidated, already recorded exception becomes
-/// ALLOW and permanently degrades any later certificate").
+/// execution (docs/design/executor.md#gate-levels-and-the-reducer: "a soft deny with a
+/// prevalidated, already recorded exception becomes ALLOW and permanently degrades any later
+/// certificate").
 ///
 /// It covers a soft deny of `action` (canonical name), optionally only from one gate (the
 /// evaluator's name: `policy`, a security hook's name) and only for one argument digest, until
@@ -577,10 +578,11 @@ fn evidence_reason(e: &GovernanceError) -> DecisionReason {
     )
 }
 
-/// Closes the request's operation with the one terminal record its outcome requires (gate 13)
-/// and returns the outcome to report: unchanged, except that an escalation whose closing
-/// record failed is a denial (no approval request without its record), and a call whose
-/// terminal record failed is `failed` / `evidence_unrecorded` with `call_executed = true`.
+/// Closes the request's operation with the one terminal record its outcome requires
+/// (docs/design/evidence.md#one-terminal-per-operation) and returns the outcome to report:
+/// unchanged, except that an escalation whose closing record failed is a denial (no approval
+/// request without its record), and a call whose terminal record failed is `failed` /
+/// `evidence_unrecorded` with `call_executed = true`.
 pub(crate) async fn close(
     st: &mut OpState,
     outcome: ExecutionOutcome,

@@ -1,6 +1,7 @@
-//! The interceptors a plan is compiled from (ADR-0044 D3/D4, ADR-0121 D4 stages 5–10 and 13):
-//! the session gate, intrinsic guards, security hooks, transforms, post handlers and error
-//! handlers, and the [`Handlers`] set that scopes each to actions.
+//! The interceptors a plan is compiled from (stages 5–10 and 13 of
+//! docs/design/executor.md#the-stage-plan): the session gate, intrinsic guards, security hooks,
+//! transforms, post handlers and error handlers, and the [`Handlers`] set that scopes each to
+//! actions.
 //!
 //! Every interceptor sees a [`CallView`]: borrowed, immutable arguments. A transform or a
 //! security hook that wants other arguments returns a new mapping; nothing can mutate the
@@ -47,8 +48,9 @@ impl HandlerError {
     }
 }
 
-/// The session gate (ADR-0044 D6): may this session attempt this action at all? Runs before
-/// guards and policy; `false` or an error denies (`gate_denied`), and `true` never skips policy.
+/// The session gate (docs/design/executor.md#session-gate): may this session attempt this action at
+/// all? Runs before guards and policy; `false` or an error denies (`gate_denied`), and `true` never
+/// skips policy.
 #[async_trait]
 pub trait SessionGate: Send + Sync {
     /// Answers whether the call may proceed to policy.
@@ -214,7 +216,8 @@ impl Handlers {
     pub fn security(self, scope: Scope, hook: Arc<dyn SecurityHook>) -> Self {
         self.security_at(scope, hook, GateLevel::Hard)
     }
-    /// Adds a security hook at a gate level (ADR-0121's reducer, in every profile):
+    /// Adds a security hook at a gate level (docs/design/executor.md#gate-levels-and-the-reducer,
+    /// in every profile):
     ///
     /// - `Hard`: a `Deny` is final;
     /// - `Soft`: a `Deny` can be overridden by a recorded exception (governed profiles, see

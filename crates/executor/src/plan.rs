@@ -1,5 +1,5 @@
-//! The execution plan: the fixed stage order (design.md §5, ADR-0121 D4), compiled once per
-//! (action, policy snapshot, handler set) into an immutable value and cached.
+//! The execution plan: the fixed stage order (docs/design/executor.md#the-stage-plan), compiled
+//! once per (action, policy snapshot, handler set) into an immutable value and cached.
 //!
 //! A plan holds the callable, its compiled schema, the pinned policy evaluator and exactly the
 //! interceptors whose scope covers the action. Which stages will run is decided here, once:

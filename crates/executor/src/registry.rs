@@ -1,7 +1,7 @@
-//! The registry and resolver (ADR-0121 D2): canonical identity, aliases, version and source
-//! provenance, input schema and hints. It resolves a declared [`ActionRef`] to one registered
-//! action; it never invokes anything (it has no way to: invoking needs a token only the
-//! executor mints).
+//! The registry and resolver (docs/design/executor.md#registry-and-resolution): canonical identity,
+//! aliases, version and source provenance, input schema and hints. It resolves a declared
+//! [`ActionRef`] to one registered action; it never invokes anything (it has no way to: invoking
+//! needs a token only the executor mints).
 //!
 //! Collisions are refused at registration: a name (canonical or alias) already taken, or one
 //! that differs from a taken name only by letter case (`Bash` against `bash`), so a model can

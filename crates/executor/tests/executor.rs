@@ -1,9 +1,9 @@
-//! The executor end to end: the runtime bypass matrix (gate 1), re-authorization after
-//! transforms (gate 2), one distinct outcome per lifecycle case (gate 3), trusted context
-//! (gate 11), the registry, admission (leases never leak; limits hold under 1,000 concurrent
-//! requests), approvals and the denial bound, the LionAGI callback, `stop`, idempotency and bad
-//! input; governed execution on real SQLite evidence (`governed`) and crash injection with
-//! SIGKILLed child processes (`governed_crash`).
+//! The executor end to end: the runtime bypass matrix (no bypass), re-authorization after
+//! transforms (no stale authorization), one distinct outcome per lifecycle case (typed lifecycle),
+//! trusted context (docs/design/executor.md#trusted-context), the registry, admission (leases never
+//! leak; limits hold under 1,000 concurrent requests), approvals and the denial bound, the LionAGI
+//! callback, `stop`, idempotency and bad input; governed execution on real SQLite evidence
+//! (`governed`) and crash injection with SIGKILLed child processes (`governed_crash`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
@@ -370,7 +370,7 @@ fn an_executor_needs_a_policy() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Gate 1: the runtime bypass matrix
+// No bypass: the runtime bypass matrix
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -532,7 +532,7 @@ impl Reviewer for Approver {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Gate 2: changes after a decision force re-validation and re-authorization
+// No stale authorization: changes after a decision force re-validation and re-authorization
 // ---------------------------------------------------------------------------------------------
 
 struct Rewrite(Map<String, Value>);
@@ -720,7 +720,7 @@ fn transform_failures_and_unstable_security_hooks_fail_closed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Gate 3: every lifecycle case has its own outcome, each with the profile
+// Typed lifecycle: every lifecycle case has its own outcome, each with the profile
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -924,7 +924,7 @@ impl PostHandler for Post {
 }
 
 #[test]
-fn error_and_post_handlers_follow_adr_0044() {
+fn error_and_post_handlers_follow_the_stage_plan() {
     let rt = rt();
     // A failing error handler leaves the original failure primary; Reraise keeps it.
     let tools = tools();
@@ -1102,7 +1102,7 @@ fn the_policys_guards_redact_or_refuse_arguments_and_results() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Session gate (ADR-0044 D6) and gate 11 (trusted context)
+// Session gate and trusted context
 // ---------------------------------------------------------------------------------------------
 
 struct Gate(Result<bool, &'static str>, AtomicUsize);

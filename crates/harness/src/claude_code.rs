@@ -1,6 +1,6 @@
 //! Claude Code: the `PreToolUse`/`PostToolUse` hook protocol, the tool mapping, the
 //! `settings.json` fragment that installs the hook, and the import of Claude Code's own
-//! permission rules (facts: `shared/reference/claude-code-hooks.md`).
+//! permission rules (the protocol: `docs/design/hooks.md#claude-code`).
 //!
 //! Claude Code fails *open*: any exit code but 2, a crash, a timeout or unparseable output lets
 //! the call proceed. So this module only parses and formats; the caller maps every failure to

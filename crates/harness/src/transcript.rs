@@ -127,28 +127,7 @@ impl TranscriptReader {
     }
 
     fn warden_line(&self, obj: &serde_json::Map<String, Value>) -> Result<TranscriptCall, String> {
-        let tool = match obj.get("tool") {
-            Some(Value::String(t)) if !t.is_empty() => t.clone(),
-            _ => return Err("`tool` must be a non-empty string".into()),
-        };
-        let args = match obj.get("args") {
-            Some(a @ Value::Object(_)) => a.clone(),
-            Some(_) => return Err("`args` must be a JSON object".into()),
-            None => return Err("`args` is missing".into()),
-        };
-        let cwd = match obj.get("cwd") {
-            Some(Value::String(c)) => Some(PathBuf::from(c)),
-            Some(Value::Null) | None => self.cwd.clone(),
-            Some(_) => return Err("`cwd` must be a string".into()),
-        };
-        let mut call = Call::new(tool.clone(), args);
-        call.cwd = cwd;
-        Ok(TranscriptCall {
-            time: time_of(obj.get("time")),
-            provider_tool: tool,
-            call,
-            subjects: None,
-        })
+        warden_call(obj, self.cwd.as_deref())
     }
 
     fn claude_line(
@@ -374,6 +353,68 @@ impl TranscriptReader {
             subjects,
         }
     }
+}
+
+/// One line of Warden's call log, the format `warden check --calls` and `warden replay` both
+/// read: `{"tool":…,"args":{…}}` with an optional `"time"` (a string, kept, never decided on)
+/// and an optional `"cwd"` (where the call's relative paths resolve; relative to `default_cwd`,
+/// which also applies when it is absent). Any other key is an error, so a misspelt key is never
+/// silently dropped.
+///
+/// ```
+/// use warden_harness::transcript::warden_call;
+/// let line = serde_json::json!({"tool": "read", "args": {"path": "a"}, "time": "t", "cwd": "src"});
+/// let call = warden_call(line.as_object().unwrap(), Some(std::path::Path::new("/repo")))?;
+/// assert_eq!(call.call.tool, "read");
+/// assert_eq!(call.time.as_deref(), Some("t"));
+/// assert_eq!(call.call.cwd.as_deref(), Some(std::path::Path::new("/repo/src")));
+/// let bad = serde_json::json!({"tool": "read", "args": {}, "when": 1});
+/// assert!(warden_call(bad.as_object().unwrap(), None).unwrap_err().contains("unknown key `when`"));
+/// # Ok::<(), String>(())
+/// ```
+pub fn warden_call(
+    obj: &serde_json::Map<String, Value>,
+    default_cwd: Option<&Path>,
+) -> Result<TranscriptCall, String> {
+    if let Some(key) = obj
+        .keys()
+        .find(|k| !matches!(k.as_str(), "tool" | "args" | "time" | "cwd"))
+    {
+        return Err(format!(
+            "unknown key `{key}` (a call is {{\"tool\":…,\"args\":…}} with an optional \"time\" \
+             and \"cwd\")"
+        ));
+    }
+    let tool = match obj.get("tool") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        _ => return Err("`tool` must be a non-empty string".into()),
+    };
+    let args = match obj.get("args") {
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(_) => return Err("`args` must be a JSON object".into()),
+        None => return Err("`args` is missing".into()),
+    };
+    let time = match obj.get("time") {
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(Value::Null) | None => None,
+        Some(_) => return Err("`time` must be a string (the call's timestamp)".into()),
+    };
+    let cwd = match obj.get("cwd") {
+        Some(Value::String(c)) => Some(match default_cwd {
+            Some(base) => base.join(c),
+            None => PathBuf::from(c),
+        }),
+        Some(Value::Null) | None => default_cwd.map(Path::to_path_buf),
+        Some(_) => return Err("`cwd` must be a string".into()),
+    };
+    let mut call = Call::new(tool.clone(), args);
+    call.cwd = cwd;
+    Ok(TranscriptCall {
+        time,
+        provider_tool: tool,
+        call,
+        subjects: None,
+    })
 }
 
 fn time_of(v: Option<&Value>) -> Option<String> {

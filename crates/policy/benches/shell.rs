@@ -1,7 +1,7 @@
 //! Shell decision latency, parse included: a `bash` call of 1, 5 and 20 subcommands (lists,
 //! pipelines, substitutions, wrappers, redirects) through the tree-sitter splitter, the
 //! normalization and the rule lists; and the splitter alone, for comparison. Target: < 20 µs
-//! for 5 subcommands (design.md §9). Results: docs/shell.md.
+//! for 5 subcommands (docs/design/performance.md#targets). Results: docs/shell.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;

@@ -151,8 +151,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// Starts from a preset (design.md §4.5): every rule and source applies on top of it, and
-    /// it supplies the default unless one is set. Two different presets are an error.
+    /// Starts from a preset (docs/design/policy.md#presets): every rule and source applies on top
+    /// of it, and it supplies the default unless one is set. Two different presets are an error.
     pub fn preset(self, preset: Preset) -> Result<Self, PolicyError> {
         self.preset_at(preset, Location::file("<library>"))
     }
@@ -492,6 +492,21 @@ pub struct SourceInfo {
     pub withheld: Vec<String>,
     /// How many rules it contributes, per list (deny, ask, allow), after alias expansion.
     pub rule_counts: [usize; 3],
+    /// The rules alias expansion added beyond those written (`write(src/**)` from
+    /// `edit(src/**)`), in compile order: the difference between `rule_counts` and the file.
+    pub derived: Vec<DerivedRule>,
+}
+
+/// A rule alias expansion derived from a written one: an alias names several tools, and each
+/// gets its own rule (the built-in alias `edit` names `edit` and `write`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DerivedRule {
+    /// The list it is in.
+    pub list: ListKind,
+    /// The derived rule, as verdicts cite it.
+    pub rule: String,
+    /// The rule as written, which it was derived from.
+    pub from: String,
 }
 
 /// A compiled rule.
@@ -805,6 +820,7 @@ impl Compiler {
                 hash: set.source.hash.clone(),
                 withheld: Vec::new(),
                 rule_counts: [0; 3],
+                derived: Vec::new(),
             };
             let mut declared: Vec<String> = Vec::new();
             for kind in ListKind::ORDER {
@@ -827,9 +843,18 @@ impl Compiler {
                         } else {
                             None
                         };
+                        let written = rule.to_string();
                         for mut c in compiled {
                             c.note.clone_from(&note);
                             info.rule_counts[list_slot(kind)] += 1;
+                            let cited = c.rule.to_string();
+                            if cited != written {
+                                info.derived.push(DerivedRule {
+                                    list: kind,
+                                    rule: cited,
+                                    from: written.clone(),
+                                });
+                            }
                             per_list[list_slot(kind)].push(c);
                         }
                     }

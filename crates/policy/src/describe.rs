@@ -1,6 +1,7 @@
-//! The model-facing authorization boundary (seed 004's `<authorization_boundary>`), computed
-//! from the compiled rules: allowed reads, allowed writes, external actions, protected targets,
-//! required approvals, and what applies to calls no rule decides.
+//! The model-facing authorization boundary (`<authorization_boundary>`,
+//! docs/design/policy.md#prompt-directives-and-the-authorization-boundary), computed from the
+//! compiled rules: allowed reads, allowed writes, external actions, protected targets, required
+//! approvals, and what applies to calls no rule decides.
 //!
 //! It is read off the snapshot the engine decides with, never off the prompt directives, so a
 //! prompt built from it never claims more than is enforced:
@@ -55,9 +56,9 @@ use crate::mode::Mode;
 use crate::permission::{PermissionInfo, PermissionKind};
 use crate::preset::ToolClass;
 
-/// What a model may do under a policy, as the engine enforces it (seed 004's authorization
-/// boundary). Made by [`PolicySnapshot::describe`]; [`AuthorizationBoundary::to_markdown`]
-/// renders it for a prompt, and it serializes as JSON.
+/// What a model may do under a policy, as the engine enforces it (the tool-policy guide's
+/// authorization boundary). Made by [`PolicySnapshot::describe`];
+/// [`AuthorizationBoundary::to_markdown`] renders it for a prompt, and it serializes as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuthorizationBoundary {
     /// The policy described.
@@ -317,10 +318,11 @@ impl Tools<'_> {
 }
 
 impl PolicySnapshot {
-    /// The authorization boundary this snapshot enforces, for a model's prompt (seed 004).
-    /// Computed from the compiled rules, the hint rules, the preset, the default, the operating
-    /// modes and the registered permissions; never from directives. A subagent scope is
-    /// narrowed further by its ancestors, which this snapshot alone does not show.
+    /// The authorization boundary this snapshot enforces, for a model's prompt
+    /// (docs/directives.md). Computed from the compiled rules, the hint rules, the preset, the
+    /// default, the operating modes and the registered permissions; never from directives. A
+    /// subagent scope is narrowed further by its ancestors, which this snapshot alone does not
+    /// show.
     pub fn describe(&self) -> AuthorizationBoundary {
         let undecided = self.undecided();
         let mut reads = Vec::new();
@@ -688,7 +690,7 @@ impl PolicySnapshot {
 }
 
 impl AuthorizationBoundary {
-    /// The boundary as Markdown inside seed 004's `<authorization_boundary>` tag, for a
+    /// The boundary as Markdown inside the `<authorization_boundary>` tag, for a
     /// model's prompt. Deterministic; every piece of policy text is one line in a code span.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();

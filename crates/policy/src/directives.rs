@@ -1,4 +1,4 @@
-//! Prompt directives (ADR-0044 D1): the `[directives]` table, text rendered into a model's
+//! Prompt directives (docs/directives.md): the `[directives]` table, text rendered into a model's
 //! system prompt. **They are not enforced and grant nothing.**
 //!
 //! ```toml
@@ -134,8 +134,8 @@ impl<'de> Deserialize<'de> for Directive {
     }
 }
 
-/// The `[directives]` table (ADR-0044 D1's `RolePromptDirectives`): non-enforcing text for a
-/// model's system prompt. It grants nothing and restricts nothing; the rules do.
+/// The `[directives]` table (LionAGI's role prompt directives, docs/directives.md): non-enforcing
+/// text for a model's system prompt. It grants nothing and restricts nothing; the rules do.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Directives {
@@ -206,7 +206,7 @@ impl Directives {
         }
     }
 
-    /// The prompt block in ADR-0044 D1's exact format: lines joined by `\n`, sections
+    /// The prompt block in the exact format of docs/directives.md: lines joined by `\n`, sections
     /// separated by one empty line, no trailing newline; empty when there are no directives.
     ///
     /// ```

@@ -34,7 +34,7 @@ pub struct SubjectTrace {
     pub shell: Option<ShellTrace>,
 }
 
-/// How the shell splitter read one simple command (design.md §4.3).
+/// How the shell splitter read one simple command (docs/design/policy.md#shell-commands).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShellTrace {
     /// The words allow rules see (as written; transparent wrappers removed).

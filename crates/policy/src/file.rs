@@ -1,4 +1,5 @@
-//! The policy file (design.md §4.6, a contract): TOML or JSON of the same shape, read strictly.
+//! The policy file (docs/design/policy.md#the-policy-file, a contract): TOML or JSON of the same
+//! shape, read strictly.
 //!
 //! Unknown keys are errors, and a reserved key this version does not implement yet is refused
 //! by name, never silently ignored. Errors carry the file, the line (TOML and JSON) and the JSON
@@ -138,7 +139,8 @@ pub struct SourceDecl {
     pub notes: BTreeMap<String, String>,
 }
 
-/// A policy file. See design.md §4.6 and `docs/schemas/PolicyFile.schema.json`.
+/// A policy file. See docs/design/policy.md#the-policy-file and
+/// `docs/schemas/PolicyFile.schema.json`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
@@ -151,8 +153,8 @@ pub struct PolicyFile {
     /// What applies when no rule matches. Required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Decision>,
-    /// A preset to start from (design.md §4.5): this file's rules and sources apply on top
-    /// of it, and it supplies the default unless `default` is set.
+    /// A preset to start from (docs/design/policy.md#presets): this file's rules and sources apply
+    /// on top of it, and it supplies the default unless `default` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<crate::preset::Preset>,
     /// Allow rules of this file's own source.
@@ -200,7 +202,7 @@ pub struct PolicyFile {
     /// composed with its parent's by `ScopeSet`, never merged as a plain policy (docs/policy.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<crate::scope::ScopeDecl>,
-    /// Prompt directives (`[directives]`, ADR-0044 D1): text for the model's system prompt,
+    /// Prompt directives (`[directives]`, docs/directives.md): text for the model's system prompt,
     /// never enforced and never parsed into rules (docs/directives.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directives: Option<crate::directives::Directives>,

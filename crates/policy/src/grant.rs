@@ -1,4 +1,4 @@
-//! Grants (design.md §4.4): "always allow" at runtime.
+//! Grants (docs/design/policy.md#sources-carve-outs-and-grants): "always allow" at runtime.
 //!
 //! A grant adds allow rules under its own source and never beats a deny. Over an ask rule,
 //! precedence alone would let the ask fire again, so a grant also keeps that rule from firing

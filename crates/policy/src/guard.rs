@@ -9,11 +9,11 @@
 //! 2. **deny patterns** (`deny`): regular expressions (the `regex` crate's syntax, linear time);
 //!    content any of them matches is blocked;
 //! 3. **secrets** (`secrets = "redact" | "block"`): AWS access key ids and secret access keys,
-//!    GitHub tokens (`ghp_`, `gho_`, `ghs_`, `ghu_`, `ghr_`, `github_pat_`), Slack tokens
-//!    (`xoxa-`, `xoxb-`, `xoxp-`, `xoxr-`, `xoxs-`), OpenAI-style keys (`sk-…`, `sk-proj-…`),
-//!    PEM private key blocks, and `KEY=value` / `KEY: value` pairs whose name is sensitive (the
-//!    MCP environment deny list of design.md §7, or a name ending in `TOKEN` or `SECRET`), are
-//!    replaced by `[REDACTED:<kind>]` or block the content.
+//!    GitHub tokens (`ghp_`, `gho_`, `ghs_`, `ghu_`, `ghr_`, `github_pat_`), Slack tokens (`xoxa-`,
+//!    `xoxb-`, `xoxp-`, `xoxr-`, `xoxs-`), OpenAI-style keys (`sk-…`, `sk-proj-…`), PEM private key
+//!    blocks, and `KEY=value` / `KEY: value` pairs whose name is sensitive (the sensitive
+//!    environment names of docs/design/policy.md#sensitive-environment-names, or a name ending in
+//!    `TOKEN` or `SECRET`), are replaced by `[REDACTED:<kind>]` or block the content.
 //!
 //! The outcome is typed: [`GuardOutcome::Pass`], [`GuardOutcome::Redacted`] (the content with
 //! every secret replaced, and what was found) or [`GuardOutcome::Blocked`] (why, and what was
@@ -755,7 +755,8 @@ fn first_line(s: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Secret detection.
 
-/// The MCP environment deny list (design.md §7): a name containing any of these is sensitive.
+/// The sensitive environment names (docs/design/policy.md#sensitive-environment-names): a name
+/// containing any of these is sensitive.
 pub const SENSITIVE_NAMES: [&str; 15] = [
     "API_KEY",
     "API_SECRET",

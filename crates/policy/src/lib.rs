@@ -60,7 +60,7 @@ pub mod scope;
 pub mod shell;
 mod wildcard;
 
-pub use compile::{PolicyBuilder, PolicySnapshot, SNAPSHOT_FORMAT, SourceInfo};
+pub use compile::{DerivedRule, PolicyBuilder, PolicySnapshot, SNAPSHOT_FORMAT, SourceInfo};
 pub use containment::{Containment, NetworkRequirement, Requirement};
 pub use decl::{
     Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,

@@ -1,4 +1,4 @@
-//! Operating modes (seed 004, ADR-0121 D5): layers that can only narrow.
+//! Operating modes (docs/design/policy.md#operating-modes): layers that can only narrow.
 //!
 //! A mode caps what a subject may get, by what it does (its [`Hints`] and tool class):
 //!

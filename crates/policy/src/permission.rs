@@ -1,6 +1,7 @@
-//! Programmable permissions (design.md §4.2, §4.5): checks written in code by a library user,
-//! of three kinds, sync or async, each registered under a name and a version that the snapshot
-//! lists and its digest covers, so a snapshot names every evaluator that can decide.
+//! Programmable permissions (docs/design/policy.md#programmable-permissions): checks written in
+//! code by a library user, of three kinds, sync or async, each registered under a name and a
+//! version that the snapshot lists and its digest covers, so a snapshot names every evaluator that
+//! can decide.
 //!
 //! | kind | may answer | runs |
 //! |---|---|---|
@@ -66,7 +67,7 @@ use crate::decl::Decision;
 use crate::engine::{Call, Prepared, SubjectVerdict, Verdict};
 use crate::error::{Location, PolicyError};
 
-/// What a permission may answer (design.md §4.2 places each kind in the order).
+/// What a permission may answer (docs/design/policy.md#precedence places each kind in the order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionKind {
@@ -368,8 +369,8 @@ impl PermissionSet {
         self.entries.is_empty()
     }
 
-    /// The order of design.md §4.2: every deny permission (in registration order), then the
-    /// allow and decide permissions (in registration order).
+    /// The order of docs/design/policy.md#precedence: every deny permission (in registration
+    /// order), then the allow and decide permissions (in registration order).
     fn in_order(&self) -> impl Iterator<Item = &Entry> {
         let deny = |e: &&Entry| e.info.kind == PermissionKind::Deny;
         self.entries
@@ -455,7 +456,8 @@ pub struct PermissionVerdict {
 }
 
 /// Decides `call` with the snapshot's rules and the registered permissions, in the order of
-/// design.md §4.2. `permissions` must be the set the snapshot declares, and sync only.
+/// docs/design/policy.md#precedence. `permissions` must be the set the snapshot declares, and sync
+/// only.
 pub fn decide_with_permissions(
     snapshot: &PolicySnapshot,
     permissions: &PermissionSet,

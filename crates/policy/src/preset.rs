@@ -1,4 +1,4 @@
-//! Presets (design.md §4.5): named starting points a policy file builds on with
+//! Presets (docs/design/policy.md#presets): named starting points a policy file builds on with
 //! `preset = "…"`.
 //!
 //! A preset answers per tool class (read, edit, execute) what applies when no rule of the
@@ -93,7 +93,7 @@ impl ToolClass {
 }
 
 impl Preset {
-    /// Every preset, in the order of design.md §4.5's table.
+    /// Every preset, in the order of the preset table (docs/design/policy.md#presets).
     pub const ALL: [Preset; 7] = [
         Preset::ReadOnly,
         Preset::Suggest,
@@ -195,7 +195,8 @@ mod tests {
     use super::*;
     use Decision::{Allow, Ask, Deny};
 
-    /// design.md §4.5's table, row by row: (read, edit, execute, other tool, default).
+    /// The preset table (docs/design/policy.md#presets), row by row: (read, edit, execute, other
+    /// tool, default).
     #[test]
     fn the_table() {
         let rows = [

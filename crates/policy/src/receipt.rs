@@ -1,5 +1,5 @@
-//! Approval receipts (seed 004, ADR-0121 D5): an approval bound to one exact call, signed by a
-//! declared approver.
+//! Approval receipts (docs/design/policy.md#approval-receipts): an approval bound to one exact
+//! call, signed by a declared approver.
 //!
 //! The policy file declares approver classes and their ed25519 public keys:
 //!

@@ -1,5 +1,6 @@
-//! The rule grammar (design.md §4.1, a contract): `tool` or `tool(specifier)`, whitespace
-//! separated, a specifier may hold spaces and balanced parentheses, `!spec` is a carve-out.
+//! The rule grammar (docs/design/policy.md#rule-grammar, a contract): `tool` or `tool(specifier)`,
+//! whitespace separated, a specifier may hold spaces and balanced parentheses, `!spec` is a
+//! carve-out.
 //!
 //! Parsing is two passes, and the order of errors follows from it: the whole input is first cut
 //! into tokens at ASCII whitespace outside parentheses (an unbalanced parenthesis anywhere is

@@ -1,4 +1,4 @@
-//! Subagent scopes (design.md §4.5, ADR-0121 D5, alpineagents' subagents): a chain of policies,
+//! Subagent scopes (docs/design/policy.md#subagent-scopes): a chain of policies,
 //! one per agent, in which a child can narrow its parent but never silently widen it.
 //!
 //! A call made in a scope is decided like this:
@@ -12,7 +12,7 @@
 //! 2. Then the scope's own policy. A scope with **no policy of its own inherits** its parent's
 //!    verdict. A scope with its own policy gets, **by default, the stricter** of its own verdict
 //!    and its parent's (recursively; on a tie its own is cited): a child cannot silently expand
-//!    its parent (ADR-0121 D5).
+//!    its parent.
 //! 3. A child declared **`expands_parent`** with a named authority replaces its parent's allow
 //!    rules, ask rules and default with its own (alpineagents: a subagent's own list replaces the
 //!    lead's allow and decide permissions), and every verdict that relied on it (one looser than
@@ -387,7 +387,7 @@ impl Scope {
     /// (`permissions(name)`: the set the scope's policy declares; `None` for a scope that
     /// declares none). Ancestors are asked for their denials only, deny rules then deny
     /// permissions, outermost first; each scope's own verdict runs its permissions in their
-    /// place (design.md §4.2); the fold, the expansions and the modes are
+    /// place (docs/design/policy.md#precedence); the fold, the expansions and the modes are
     /// [`Scope::decide`]'s. Sync permissions only.
     ///
     /// Errors: a scope's set is not the one its policy declares (or is missing), holds an

@@ -27,11 +27,11 @@ mod shell;
 
 fn corpus(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/agentpolicy")
+        .join("../../tests/corpus/agentpolicy")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "the shared corpus must be beside the project ({}): {e}",
+            "the corpus is part of the repository ({}): {e}",
             path.display()
         )
     });
@@ -635,7 +635,7 @@ fn built_in_profiles_and_aliases() {
 
 #[test]
 fn the_shell_stopgap_fails_closed() {
-    // The stopgap's table, now through the tree-sitter splitter (issue 4): every deny stays a
+    // The stopgap's table, now through the tree-sitter splitter: every deny stays a
     // deny, and a compound command is now denied by the rule its denied subject meets. A
     // redirect target is a `write` subject, so `edit(/etc/**)` keeps `ls > /etc/passwd` denied
     // under the default `allow`.

@@ -1,4 +1,4 @@
-//! `warden exec` (the executor issue's contract, with issue 7's contained execution): one call
+//! `warden exec` (with contained execution): one call
 //! through the full executor with the built-in tools; one JSON object with `outcome`,
 //! `profile`, `reason` / `result` (and `degradations`); exit 0 succeeded, 1 any other outcome,
 //! 2 usage or input error with nothing run.

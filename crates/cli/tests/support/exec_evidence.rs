@@ -1,4 +1,4 @@
-//! `warden exec --evidence PATH` (issue 8): one call run governed through the real binary
+//! `warden exec --evidence PATH` (governed): one call run governed through the real binary
 //! against a real SQLite store; the output carries `call_executed` and every receipt; the
 //! store then verifies and certifies with `warden evidence`; idempotency keys replay across
 //! processes; a `warden exec` killed with SIGKILL during its call is recovered by the next run

@@ -1,6 +1,6 @@
 //! `warden hook claude-code` driven as Claude Code drives it: the built binary as a subprocess,
 //! one event on real stdin, `CLAUDE_PROJECT_DIR` in the environment. Golden output and exit
-//! codes for allow, ask and deny over the shared shell corpus; exit 2 for every malformed-input
+//! codes for allow, ask and deny over the shell corpus; exit 2 for every malformed-input
 //! class and for a panic inside; the tool mapping; path anchoring; the journal; the settings
 //! fragment.
 
@@ -115,7 +115,7 @@ const SKIP: &[(&str, &str)] = &[];
 fn hook_answers_every_shell_corpus_case_with_the_exact_contract_output() {
     let dir = tempfile::tempdir().unwrap();
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/shell/cases.jsonl");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/shell/cases.jsonl");
     let text = std::fs::read_to_string(path).unwrap();
     let cases: Vec<Value> = text
         .lines()

@@ -1,5 +1,5 @@
 //! `warden replay` end to end: the sample transcripts in `examples/transcripts/` give the
-//! documented output (`expected-replay.jsonl`, `expected-against-project.jsonl`), `--against`
+//! documented output (`examples/expected/`), `--against`
 //! lists exactly the calls whose decision changes, a malformed or truncated line is reported
 //! with its line number and the rest evaluated, and a file that cannot be read or recognized is
 //! exit 2 with nothing printed.
@@ -13,10 +13,11 @@ use serde_json::Value;
 use super::hook::hook_with;
 use super::write;
 
+/// The sample transcripts in the order `examples/transcripts/*.jsonl` expands to.
 const SAMPLES: [&str; 3] = [
+    "examples/transcripts/calls.jsonl",
     "examples/transcripts/claude-code-session.jsonl",
     "examples/transcripts/codex-session.jsonl",
-    "examples/transcripts/calls.jsonl",
 ];
 
 fn repo() -> PathBuf {
@@ -33,16 +34,13 @@ fn replay(extra: &[&str]) -> Output {
     args.extend([
         "--policy",
         "examples/policies/claude-code.toml",
+        "--project-root",
+        "/home/dev/shop",
         "--cwd",
         "/home/dev/shop",
     ]);
     args.extend(extra);
-    hook_with(
-        &args,
-        "",
-        &repo(),
-        &[("CLAUDE_PROJECT_DIR", "/home/dev/shop")],
-    )
+    hook_with(&args, "", &repo(), &[])
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {
@@ -74,8 +72,7 @@ fn the_sample_transcripts_give_the_documented_output() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let expected =
-        std::fs::read_to_string(repo().join("examples/transcripts/expected-replay.jsonl")).unwrap();
+    let expected = std::fs::read_to_string(repo().join("examples/expected/replay.jsonl")).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -180,7 +177,7 @@ fn against_lists_exactly_the_changed_calls() {
         String::from_utf8_lossy(&out.stderr)
     );
     let expected =
-        std::fs::read_to_string(repo().join("examples/transcripts/expected-against-project.jsonl"))
+        std::fs::read_to_string(repo().join("examples/expected/replay-against-project.jsonl"))
             .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     let mut got = json_lines(&out);

@@ -1,5 +1,5 @@
-//! The shared shell corpus through `warden check` (issue 4): every case of
-//! `shared/corpus/shell/cases.jsonl` with its own policy file, through `--calls`; and
+//! The shell corpus through `warden check`: every case of
+//! `tests/corpus/shell/cases.jsonl` with its own policy file, through `--calls`; and
 //! `warden explain` on a shell call.
 
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ const SKIP: &[(&str, &str)] = &[];
 
 fn cases() -> Vec<Value> {
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/shell/cases.jsonl");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/shell/cases.jsonl");
     std::fs::read_to_string(&path)
         .unwrap()
         .lines()

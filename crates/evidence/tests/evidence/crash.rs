@@ -1,9 +1,9 @@
-//! Crash injection (gate 14, gate 6): this test binary re-invokes itself as a child that runs
-//! one governed call (its callable appends a line to `effects.txt`), projects, and closes the
-//! task. The child is SIGKILLed at every fault point (or the point fails, for `error`); a second
-//! child then restarts: resumes the chain, recovers open operations, retries the same request
-//! (same idempotency key). Afterwards the chain verifies, the projection converges, and the
-//! callable ran at most once.
+//! Crash injection (projection and recovery; evidence before the call): this test binary re-invokes
+//! itself as a child that runs one governed call (its callable appends a line to `effects.txt`),
+//! projects, and closes the task. The child is SIGKILLed at every fault point (or the point fails,
+//! for `error`); a second child then restarts: resumes the chain, recovers open operations, retries
+//! the same request (same idempotency key). Afterwards the chain verifies, the projection
+//! converges, and the callable ran at most once.
 
 use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
@@ -241,8 +241,9 @@ fn a_child_killed_at_every_fault_point_recovers_without_repeating_the_call() {
 
 #[test]
 fn injected_append_failures_before_the_call_prevent_it_after_it_never_retry() {
-    // Gate 6 through the real store: a failed commit of each pre-call append leaves the
-    // callable unreachable; a failed commit of the terminal reports call_executed = true.
+    // Evidence before the call, through the real store: a failed commit of each pre-call append
+    // leaves the callable unreachable; a failed commit of the terminal reports call_executed =
+    // true.
     for n in 1..=4 {
         let (_dir, first, log) = case("store.before_commit", n, "error");
         assert_eq!(first, 0, "append {n}: {log}");

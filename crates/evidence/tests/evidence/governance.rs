@@ -1,4 +1,4 @@
-//! Governed execution: the reducer, gate 13's terminal rules, gate 6's pre-call and post-call
+//! Governed execution: the reducer, the one-terminal rule, the pre-call and post-call
 //! append failures, recovery and resume.
 
 use std::future::Future;
@@ -19,7 +19,7 @@ fn id(s: &str) -> RecordId {
 }
 
 #[test]
-fn the_reducer_follows_adr_0121() {
+fn the_reducer_follows_the_gate_levels() {
     use GateLevel::*;
     use GateVerdict::*;
     let g = |i: &str, l, v| (id(i), l, v, ReasonCode::PolicyRule);
@@ -122,8 +122,8 @@ fn outcome(status: &str) -> ExecutionOutcome {
 
 #[test]
 fn each_outcome_closes_with_exactly_one_allowed_terminal_record() {
-    // Gate 13: success, failure, denial, cancellation, timeout and ambiguity each close with
-    // exactly one terminal record of the allowed type; a deferral has none.
+    // One terminal per operation: success, failure, denial, cancellation, timeout and ambiguity
+    // each close with exactly one terminal record of the allowed type; a deferral has none.
     for (status, t) in [
         ("succeeded", RecordType::CallableCompleted),
         ("failed", RecordType::CallableFailed),
@@ -383,8 +383,8 @@ fn governed_call(fail: Vec<usize>) -> (usize, Result<AppendReceipt, GovernanceEr
 
 #[test]
 fn a_failed_pre_call_append_makes_the_callable_unreachable() {
-    // Gate 6: every pre-call append (genesis, policy_bound, operation_started, gate_evaluated)
-    // failing prevents the invocation, with call_executed = false.
+    // Evidence before the call: every pre-call append (genesis, policy_bound, operation_started,
+    // gate_evaluated) failing prevents the invocation, with call_executed = false.
     for n in 1..=4 {
         let (calls, r) = governed_call(vec![n]);
         let err = r.unwrap_err();

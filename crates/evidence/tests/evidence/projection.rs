@@ -1,4 +1,4 @@
-//! Projection (gate 14): cursor, idempotency key, duplicates, conflicts, convergence.
+//! Projection: cursor, idempotency key, duplicates, conflicts, convergence.
 
 use std::sync::Arc;
 

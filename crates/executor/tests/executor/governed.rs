@@ -1,7 +1,7 @@
-//! Governed execution (issue 8 item 3; ADR-0121 D3, D4, D10, gates 6, 7, 13) on real SQLite
+//! Governed execution (docs/design/evidence.md#governed-execution-rules) on real SQLite
 //! evidence files: the profile is chosen at composition and carried on every outcome;
 //! `policy_bound` and `operation_started` precede every gate; each gate is recorded with its
-//! level; ADR-0121's reducer (hard / soft / advisory, exceptions) decides at the pre-call
+//! level; the reducer (hard / soft / advisory, exceptions) decides at the pre-call
 //! checkpoint; every started operation closes with exactly one terminal; deferrals and
 //! containment denials open nothing; escalations close as denied and their approval is a new,
 //! durably single-use operation; idempotency keys replay across restarts.
@@ -448,7 +448,7 @@ fn deferrals_and_containment_denials_happen_before_any_operation_starts() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Gate 13: one terminal per started operation, each lifecycle case
+// One terminal per started operation, each lifecycle case
 // ---------------------------------------------------------------------------------------------
 
 struct Refusing;
@@ -478,7 +478,7 @@ impl Transform for Failing {
 }
 
 #[test]
-fn gate_13_every_lifecycle_case_closes_its_operation_with_exactly_one_terminal() {
+fn every_lifecycle_case_closes_its_operation_with_exactly_one_terminal() {
     let gov = Gov::new();
     let store = gov.store();
     let tools = super::tools();
@@ -651,7 +651,7 @@ fn gate_13_every_lifecycle_case_closes_its_operation_with_exactly_one_terminal()
 }
 
 // ---------------------------------------------------------------------------------------------
-// ADR-0121's reducer: hard, soft and advisory gates; exceptions
+// The reducer: hard, soft and advisory gates; exceptions
 // ---------------------------------------------------------------------------------------------
 
 struct Objects(&'static str, bool);
@@ -1373,9 +1373,9 @@ fn cancelled_timed_out_and_ambiguous_outcomes_carry_their_terminal_receipt_befor
     assert_eq!((t.cancelled, t.timed_out, t.ambiguous), (2, 2, 1));
 }
 
-// ---------------------------------------------------------------------------------------------
-// A started operation whose start was not acknowledged (ADR-0121: a failed pre-call append
-// makes the callable unreachable; every started operation has exactly one terminal record)
+// --------------------------------------------------------------------------------------------- A
+// started operation whose start was not acknowledged (evidence before the call: a failed pre-call
+// append makes the callable unreachable; every started operation has exactly one terminal record)
 // ---------------------------------------------------------------------------------------------
 
 /// What the wrapped store does to one append.

@@ -1,15 +1,14 @@
-//! Crash injection through the governed executor (issue 8, gates 6 and 14): this test binary
-//! re-invokes itself as a child process that runs one governed call through
-//! `ActionExecutor` against a real SQLite store (its callable appends a line to `effects.txt`
-//! and fsyncs), projects the chain and closes the task. The child is SIGKILLed at every named
-//! fault point (each evidence append and commit, before and after the invocation, around the
-//! projection commit), or the point fails (`error`). A second child then restarts: the
-//! executor's start-up `Governance::resume` verifies the chain and recovers open operations,
-//! and the same request (same idempotency key) runs again. Afterwards the chain verifies, the
-//! projection converges to the projection of the whole chain, the task certifies, and the
-//! callable ran at most once: exactly once when the crash came before the operation started
-//! or after the call, never when it came in between (recovery closes the operation and the
-//! retry replays it).
+//! Crash injection through the governed executor (evidence before the call; projection and
+//! recovery): this test binary re-invokes itself as a child process that runs one governed call
+//! through `ActionExecutor` against a real SQLite store (its callable appends a line to
+//! `effects.txt` and fsyncs), projects the chain and closes the task. The child is SIGKILLed at
+//! every named fault point (each evidence append and commit, before and after the invocation,
+//! around the projection commit), or the point fails (`error`). A second child then restarts: the
+//! executor's start-up `Governance::resume` verifies the chain and recovers open operations, and
+//! the same request (same idempotency key) runs again. Afterwards the chain verifies, the
+//! projection converges to the projection of the whole chain, the task certifies, and the callable
+//! ran at most once: exactly once when the crash came before the operation started or after the
+//! call, never when it came in between (recovery closes the operation and the retry replays it).
 
 use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
@@ -341,9 +340,9 @@ fn a_governed_executor_killed_at_every_fault_point_recovers_without_repeating_th
 
 #[test]
 fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry() {
-    // Gate 6 through the executor and the real store: a failed commit of any pre-call append
-    // leaves the callable unreachable (call_executed = false); a failed terminal commit
-    // reports call_executed = true, and the restart never runs it again.
+    // Evidence before the call, through the executor and the real store: a failed commit of any
+    // pre-call append leaves the callable unreachable (call_executed = false); a failed terminal
+    // commit reports call_executed = true, and the restart never runs it again.
     for n in 1..=5 {
         let c = case("store.before_commit", n, "error");
         assert_eq!(c.before, 0, "append {n}: {}", c.log);

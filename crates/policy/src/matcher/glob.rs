@@ -7,7 +7,7 @@ const MAX_SPACES: usize = 8;
 /// How many bytes of the first word are probed character by character.
 const FIRST_WORD_CAP: usize = 32;
 
-/// The six ASCII whitespace characters of the rule grammar (§4.1).
+/// The six ASCII whitespace characters of the rule grammar (docs/design/policy.md#rule-grammar).
 pub(super) fn is_shell_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\u{b}' | '\u{c}' | '\r')
 }

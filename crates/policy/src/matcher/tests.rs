@@ -85,7 +85,7 @@ fn kinds_parse_and_name() {
 fn agentpolicy_matchers_corpus() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/agentpolicy/matchers.json"
+        "/../../tests/corpus/agentpolicy/matchers.json"
     );
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("the conformance corpus {path} must exist: {e}"));

@@ -175,6 +175,10 @@ impl Parser<'_> {
                 if words.is_empty() {
                     return None; // a redirect before the command
                 }
+                if fd && words.last().is_some_and(|w| w.written == "-") {
+                    // tree-sitter-bash skips a bare `-` before `N>`; the walk refuses that.
+                    return None;
+                }
                 redirected = true;
                 let (subject, on_stdin) = self.redirect(depth)?;
                 reads_file |= on_stdin;

@@ -1,5 +1,5 @@
 //! The shell splitter: every simple command a `bash` call would run, with the views the rules
-//! see (design.md §4.3).
+//! see (docs/design/policy.md#shell-commands).
 //!
 //! A command string is parsed with `tree-sitter-bash` (one parser per thread), walked without
 //! recursion into simple commands, redirect targets and literal shell payloads (which are
@@ -178,7 +178,7 @@ pub fn split_command(command: &str) -> Result<Vec<ShellSubject>, SplitError> {
 
 /// Whether a `bash` command only reads: it parses, and every subject is a simple command that
 /// is a known read-only (program, flags) pair, run directly (no wrapper, no `VAR=` prefix, no
-/// program path), with no output redirect to a file. Used by hint rules (issue 5).
+/// program path), with no output redirect to a file. Used by hint rules.
 ///
 /// Known read-only: `ls`, `cat`, `head`, `tail`, `wc`, `grep`, `rg` (without `--pre` or
 /// `-z`), `find` (without `-exec*`, `-ok*`, `-delete`, `-fprint*`, `-fls`), `sed -n` (without

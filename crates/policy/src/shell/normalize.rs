@@ -1,5 +1,5 @@
-//! Normalization of one simple command (design.md §4.3): the argv allow rules see, every argv
-//! deny and ask rules try, and the payloads it runs.
+//! Normalization of one simple command (docs/design/policy.md#shell-commands): the argv allow rules
+//! see, every argv deny and ask rules try, and the payloads it runs.
 
 use super::readonly;
 use super::word::Word;
@@ -63,7 +63,8 @@ pub struct Normalized {
 /// How deeply `find -exec find -exec …` may nest before the command is unknown.
 const MAX_INNER_DEPTH: usize = 16;
 
-/// Normalizes one simple command: the one function behind every reading (design.md §4.3).
+/// Normalizes one simple command: the one function behind every reading
+/// (docs/design/policy.md#shell-commands).
 ///
 /// - `written` (allow): the words as written, `VAR=` prefixes, quotes and program paths kept;
 ///   transparent wrappers (`timeout`, `time`, `nice`, `nohup`, `stdbuf`, `command` without

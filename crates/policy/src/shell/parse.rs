@@ -58,6 +58,7 @@ pub(super) fn parse(text: &str, context: &str) -> Result<Parsed, SplitError> {
         },
     };
     check_errors(&parsed, context)?;
+    check_coverage(&parsed, context)?;
     Ok(parsed)
 }
 
@@ -218,6 +219,67 @@ fn join_continuations(text: &str, tree: &Tree) -> Option<String> {
     out.extend_from_slice(&bytes[from..]);
     // Only ASCII pairs were removed, so the text is still UTF-8.
     String::from_utf8(out).ok()
+}
+
+/// Every byte bash reads is read by some token of the tree: between tokens there is only the
+/// whitespace bash splits words on (space, tab, newline). tree-sitter-bash can skip text
+/// without an `ERROR` node (`cat - 2>&1` loses the `-`), and a reading that skipped something
+/// is not bash's reading, so it is refused. One pass over the leaves, without recursion.
+fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
+    let bytes = parsed.text.as_bytes();
+    let mut read_to = 0;
+    let mut cursor = parsed.tree.root_node().walk();
+    'walk: loop {
+        let node = cursor.node();
+        if node.child_count() > 0 && cursor.goto_first_child() {
+            continue;
+        }
+        if node.start_byte() > read_to {
+            skipped(bytes, read_to, node.start_byte(), context)?;
+        }
+        read_to = read_to.max(node.end_byte());
+        loop {
+            if cursor.goto_next_sibling() {
+                continue 'walk;
+            }
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+        }
+    }
+    skipped(bytes, read_to, bytes.len(), context)
+}
+
+/// An error when `bytes[from..to]`, text between two tokens, holds anything but word-splitting
+/// whitespace.
+fn skipped(bytes: &[u8], from: usize, to: usize, context: &str) -> Result<(), SplitError> {
+    let gap = bytes.get(from..to).unwrap_or_default();
+    let Some(at) = gap.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n')) else {
+        return Ok(());
+    };
+    let offset = from + at;
+    let before = bytes.get(..offset).unwrap_or_default();
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let column = offset
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
+    let snippet: String = String::from_utf8_lossy(&gap[at..])
+        .chars()
+        .take(24)
+        .collect();
+    Err(SplitError::Syntax {
+        what: format!("text the parser skipped ({snippet:?}), which bash would read"),
+        line,
+        column,
+        context: if context.is_empty() {
+            String::new()
+        } else {
+            format!(" in {context}")
+        },
+    })
 }
 
 /// The first `ERROR` or `MISSING` node, as an error naming it; found without recursion.

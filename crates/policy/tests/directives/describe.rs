@@ -1,6 +1,6 @@
-//! `PolicySnapshot::describe`: the model-facing authorization boundary (seed 004) is read off
-//! the compiled rules. Specific lines for a representative policy; a withheld untrusted allow is
-//! never claimed; bare deny and ask rules take allows away; the default and presets are stated
+//! `PolicySnapshot::describe`: the model-facing authorization boundary (docs/directives.md) is read
+//! off the compiled rules. Specific lines for a representative policy; a withheld untrusted allow
+//! is never claimed; bare deny and ask rules take allows away; the default and presets are stated
 //! plainly; and, as a property, the boundary never claims a call the engine refuses.
 
 use proptest::prelude::*;

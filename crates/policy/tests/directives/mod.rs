@@ -1,4 +1,4 @@
-//! Prompt directives (ADR-0044 D1, docs/directives.md): the `[directives]` table read strictly,
+//! Prompt directives (docs/directives.md): the `[directives]` table read strictly,
 //! rendered in D1's exact section format, merged across files, covered by the digest, and never
 //! a rule: a directive that looks like a rule stays text and decides nothing.
 

@@ -1,4 +1,4 @@
-//! Policy extensions (issue 5): presets, grants, hints (offers, batches and confinement run
+//! Policy extensions: presets, grants, hints (offers, batches and confinement run
 //! in the decisions.json corpus test).
 
 mod grants;

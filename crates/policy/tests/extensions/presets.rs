@@ -1,5 +1,5 @@
-//! Presets exactly as design.md §4.5's table, through policy files, with a file's own rules
-//! on top.
+//! Presets exactly as the preset table (docs/design/policy.md#presets), through policy files, with
+//! a file's own rules on top.
 
 use serde_json::{Value, json};
 use warden_policy::*;
@@ -169,7 +169,7 @@ fn bad_presets_are_refused() {
 #[test]
 fn lionagi_preset_cases() {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/reference/lionagi_permission_policy.jsonl");
+        .join("../../tests/corpus/reference/lionagi_permission_policy.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut ran = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -196,7 +196,7 @@ fn lionagi_preset_cases() {
             "deny" => Decision::Deny,
             _ => Decision::Ask,
         };
-        // design.md §4.5: `read_only` lets a read-only command run where LionAGI denies every
+        // The preset table: `read_only` lets a read-only command run where LionAGI denies every
         // command (docs/policy.md, "Presets").
         if preset == "read_only"
             && tool == "bash"
@@ -204,7 +204,7 @@ fn lionagi_preset_cases() {
         {
             want = Decision::Allow;
         }
-        // `bash(rm:*)` also matches a bare `rm` (design.md §4.1), where LionAGI's `rm *`
+        // `bash(rm:*)` also matches a bare `rm` (the rule grammar), where LionAGI's `rm *`
         // needs an argument: stricter here.
         if preset == "safe" && args["command"] == "rm" {
             want = Decision::Deny;

@@ -1,5 +1,5 @@
-//! Programmable permissions (issue 5, item 4): the three kinds, sync and async, their place in
-//! the order (design.md §4.2), failures, `stop`, the snapshot's list and digest, and the
+//! Programmable permissions: the three kinds, sync and async, their place in the order
+//! (docs/design/policy.md#precedence), failures, `stop`, the snapshot's list and digest, and the
 //! alpineagents reference cases about permission kinds, order and failures.
 
 use std::collections::BTreeSet;
@@ -627,11 +627,11 @@ fn permissions_see_the_raw_arguments() {
 
 fn reference() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/reference/alpineagents.jsonl");
+        .join("../../tests/corpus/reference/alpineagents.jsonl");
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| {
             panic!(
-                "the shared corpus must be beside the project ({}): {e}",
+                "the corpus is part of the repository ({}): {e}",
                 path.display()
             )
         })

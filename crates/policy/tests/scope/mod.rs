@@ -1,4 +1,4 @@
-//! Subagent scopes (issue 5, item 5): inheritance, ancestor deny rules first, stricter-of,
+//! Subagent scopes: inheritance, ancestor deny rules first, stricter-of,
 //! `expands_parent` with a named authority, the `[scope]` table, the alpineagents subagent
 //! reference cases, and the property that a child never allows what an ancestor's deny rules
 //! deny.
@@ -56,10 +56,10 @@ fn call(tool: &str, args: Value) -> Call {
 
 fn reference() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/reference/alpineagents.jsonl");
+        .join("../../tests/corpus/reference/alpineagents.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "the shared corpus must be beside the project ({}): {e}",
+            "the corpus is part of the repository ({}): {e}",
             path.display()
         )
     });

@@ -1,4 +1,4 @@
-//! Adversarial cases per construct, beyond the shared corpus: each row is a policy (allow,
+//! Adversarial cases per construct, beyond the corpus: each row is a policy (allow,
 //! deny, ask, default), a command, the decision and, when a rule decides, the rule cited.
 
 use warden_policy::shell::{ShellSubject, is_read_only, split_command};
@@ -245,6 +245,39 @@ fn parse_failures_and_bounds_deny_whatever_the_default() {
     }
     let v = bash(&policy(NONE, NONE, NONE, "allow"), "echo $(echo");
     assert!(v.reason.contains("a missing `)`"), "{}", v.reason);
+}
+
+/// Text tree-sitter-bash skips without an error node is text Warden would not see and bash
+/// would run: such a reading is refused, whatever the rules and the default (found by the fast
+/// path's differential property: `cat - 2>&1` loses its `-`).
+#[test]
+fn text_the_parser_skips_is_refused() {
+    for command in [
+        "cat - 2>&1",
+        "cat a - 2>f",
+        "cat - 1>&2 $(rm -rf x)",
+        "echo - 2>>f",
+        "cat - 2<f",
+    ] {
+        let s = policy(
+            &["bash", "bash(cat:*)", "bash(echo:*)"],
+            NONE,
+            NONE,
+            "allow",
+        );
+        let v = bash(&s, command);
+        assert_eq!(v.decision, D, "{command:?}: {}", v.reason);
+        assert_eq!(v.rule, None, "{command:?}");
+        assert!(
+            v.reason.contains("text the parser skipped (\"-"),
+            "{command:?}: {}",
+            v.reason
+        );
+    }
+    // A bare `-` elsewhere is read as the word it is.
+    let s = policy(&["bash(cat:*)"], NONE, NONE, "deny");
+    assert_eq!(bash(&s, "cat - > /dev/null").decision, A);
+    assert_eq!(bash(&s, "cat -").decision, A);
     let v = bash(&policy(NONE, NONE, NONE, "allow"), "bash -c 'ls )'");
     assert!(
         v.reason.contains("in the payload of bash -c"),

@@ -1,4 +1,4 @@
-//! Every case of `shared/corpus/shell/cases.jsonl` through the library.
+//! Every case of `tests/corpus/shell/cases.jsonl` through the library.
 
 use super::*;
 

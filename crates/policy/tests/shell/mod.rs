@@ -1,5 +1,5 @@
-//! The shell splitter through the library: the shared shell corpus, adversarial cases and
-//! properties (issue 4).
+//! The shell splitter through the library: the shell corpus, adversarial cases and
+//! properties.
 
 use std::path::PathBuf;
 
@@ -50,7 +50,7 @@ fn bash(s: &PolicySnapshot, command: &str) -> Verdict {
 
 fn corpus_cases() -> Vec<Value> {
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/shell/cases.jsonl");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/shell/cases.jsonl");
     std::fs::read_to_string(&path)
         .unwrap()
         .lines()

@@ -1,4 +1,4 @@
-//! `cargo xtask tidy`: the house conventions as checks (style.md §6). They also run under
+//! `cargo xtask tidy`: the house conventions as checks (docs/conventions.md). They also run under
 //! `cargo test` (see the test at the bottom), so a convention is a test.
 //!
 //! - every `.rs` file starts with a `//!` doc comment;
@@ -7,7 +7,11 @@
 //! - every crate root (`lib.rs`, or `main.rs` for a binary-only crate) states its
 //!   `**Invariant:**` and what it `**Must never:**` do;
 //! - every workspace crate appears in `docs/ARCHITECTURE.md`;
-//! - no `rust-toolchain.toml` pins a toolchain the machine may not have.
+//! - no `rust-toolchain.toml` pins a toolchain the machine may not have;
+//! - the repository stands alone: every path and `docs/…#anchor` its code and docs cite exists
+//!   inside it, and no tracker label stands in for a name (see [`references`]).
+
+mod references;
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +35,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
         println!("{finding}");
     }
     println!(
-        "tidy: {files} Rust files checked, {} finding(s)",
+        "tidy: {files} Rust files and every Markdown file checked, {} finding(s)",
         findings.len()
     );
     Ok(findings.is_empty())
@@ -53,6 +57,7 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<(usize, Vec<Finding>)> {
         let text = std::fs::read_to_string(file)?;
         check_file(&rel, &text, &mut findings);
     }
+    references::check(root, &references::files(root)?, &mut findings)?;
     check_crate_roots(root, &mut findings)?;
     check_architecture_map(root, &mut findings)?;
     if root.join("rust-toolchain.toml").exists() || root.join("rust-toolchain").exists() {
@@ -202,7 +207,7 @@ mod tests {
 
     #[test]
     fn the_workspace_is_tidy() {
-        let root = crate::workspace_root();
+        let root = crate::workspace_root().unwrap();
         let (files, findings) = check(&root).unwrap();
         assert!(files > 10);
         let listed: Vec<String> = findings.iter().map(ToString::to_string).collect();
