@@ -9,8 +9,8 @@
 //! 5. `tidy` (house conventions, paths and anchors)
 //! 6. `schemas --check` (checked-in JSON Schemas are current)
 //! 7. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
-//!    workspace's `.tools/` when it is missing; `advisories` needs a network these machines do not
-//!    have)
+//!    workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
+//!    the lock file first; `advisories` needs a network these machines do not have)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -182,7 +182,7 @@ fn cargo_deny(root: &Path) -> anyhow::Result<PathBuf> {
     }
     println!(
         "==> ci: installing cargo-deny {CARGO_DENY_VERSION} into {} (checks licences, bans and \
-         sources against deny.toml; built once from crates.io, about 6 minutes on 2 cores, \
+         sources against deny.toml; built once from crates.io, about 3 minutes on 2 cores, \
          then reused)",
         tools.display()
     );
@@ -210,6 +210,11 @@ fn cargo_deny(root: &Path) -> anyhow::Result<PathBuf> {
 
 fn deny(root: &Path) -> anyhow::Result<bool> {
     let program = cargo_deny(root)?;
+    // `cargo deny --offline` reads the metadata of every platform's dependencies (Windows ones
+    // included), which a build never downloads: fetch them first (from the lock file).
+    if !cargo(root, &["fetch", "--locked"])? {
+        anyhow::bail!("cargo fetch --locked failed: cargo-deny needs every dependency's manifest");
+    }
     let status = command(&program)
         .args(["--offline", "check", "licenses", "bans", "sources"])
         .current_dir(root)
