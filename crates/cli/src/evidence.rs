@@ -248,10 +248,15 @@ fn verify(a: &VerifyArgs, out: &mut dyn Write) -> Result<ExitCode, CliError> {
         let c = chain_id(c)?;
         chains.retain(|(_, id)| id == &c);
         if chains.is_empty() {
-            return Err(input(format!(
-                "no chain `{c}` in {}",
-                a.store.store.display()
-            )));
+            if a.expected_head.is_none() && a.checkpoint.is_none() {
+                return Err(input(format!(
+                    "no chain `{c}` in {}",
+                    a.store.store.display()
+                )));
+            }
+            // A head kept elsewhere vouches for records of this chain, and none is left: every
+            // record was deleted. Verifying the empty chain against the head reports it.
+            chains.push((Fam::Evidence, c));
         }
     }
     // What the chain is checked against.
@@ -262,6 +267,21 @@ fn verify(a: &VerifyArgs, out: &mut dyn Write) -> Result<ExitCode, CliError> {
         let target = match (&a.store.chain, chains.as_slice()) {
             (Some(c), _) => chain_id(c)?,
             (None, [(_, only)]) => only.clone(),
+            (None, []) => {
+                // The store holds no chain at all, yet a head was expected: everything is gone.
+                match a.format {
+                    OutputFormat::Json => writeln!(
+                        out,
+                        "{}",
+                        json!({"valid": false, "failure_code": "head_mismatch", "detail": "the store holds no chain, but a head was expected: every record was deleted"})
+                    )?,
+                    OutputFormat::Text => writeln!(
+                        out,
+                        "FAIL  the store holds no chain, but a head was expected: every record was deleted"
+                    )?,
+                }
+                return Ok(ExitCode::from(1));
+            }
             _ => {
                 return Err(input(
                     "--expected-head needs --chain when the store has several chains",

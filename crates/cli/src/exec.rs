@@ -55,6 +55,7 @@ use warden_executor::{
     Handlers, PolicySnapshotBytes, Registry, SnapshotPolicy, TaskBoundary,
 };
 use warden_policy::PolicySnapshot;
+use warden_policy::receipt::SignedReceipt;
 use warden_sandbox::{InProcessBackend, Mechanism, ProbeOptions, SubprocessBackend};
 
 use crate::error::CliError;
@@ -116,7 +117,8 @@ pub(crate) struct ExecArgs {
     /// backend; repeatable), to see how the policy behaves. Never widens anything.
     #[arg(long, value_enum, value_name = "MECHANISM")]
     simulate_unavailable: Vec<MechanismChoice>,
-    /// An approval receipt (JSON) for a call the policy escalates.
+    /// A signed approval receipt (`warden approve`'s output) for a call the policy escalates;
+    /// needs a policy with [approvers] and --evidence (single use across runs).
     #[arg(long, value_name = "FILE")]
     receipt: Option<PathBuf>,
     /// Run governed: append hash-chained evidence to the SQLite store at PATH (created if
@@ -155,11 +157,30 @@ fn workspace(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
     Ok(dir)
 }
 
-fn receipt(path: &Path) -> Result<ApprovalReceipt, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Input(format!("--receipt {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::Input(format!("--receipt {}: {e}", path.display())))
+/// Reads a signed receipt (`warden-receipt-v1`, what `warden approve` writes). It counts only
+/// under a policy that declares approvers, and only governed: the executor verifies its
+/// signature against them, and the evidence store makes its single use durable across runs.
+fn receipt(
+    path: &Path,
+    snapshot: &PolicySnapshot,
+    governed: bool,
+) -> Result<ApprovalReceipt, CliError> {
+    let bad =
+        |e: &dyn std::fmt::Display| CliError::Input(format!("--receipt {}: {e}", path.display()));
+    if snapshot.approvers().is_empty() {
+        return Err(bad(
+            &"the policy declares no [approvers], so no receipt can be verified (declare the approvers whose signed receipts count)",
+        ));
+    }
+    if !governed {
+        return Err(bad(
+            &"a receipt is used once, and only an evidence store remembers its use across runs: add --evidence PATH",
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(&e))?;
+    SignedReceipt::from_json(&text)
+        .and_then(|r| r.to_approval())
+        .map_err(|e| bad(&e))
 }
 
 /// A fresh id for this invocation (pid and time: unique enough on one machine).
@@ -193,8 +214,12 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     let workspace = workspace(a.workspace.as_ref())?;
     let action =
         ActionRef::new(a.tool.as_str()).map_err(|e| CliError::Input(format!("--tool: {e}")))?;
-    let receipt = a.receipt.as_deref().map(receipt).transpose()?;
     let snapshot = Arc::new(a.policy.snapshot()?);
+    let receipt = a
+        .receipt
+        .as_deref()
+        .map(|p| receipt(p, &snapshot, a.evidence.is_some()))
+        .transpose()?;
     let policy_digest = snapshot.digest().to_string();
     let containment = snapshot.containment().clone();
 

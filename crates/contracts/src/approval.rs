@@ -94,6 +94,10 @@ pub struct ApprovalReceipt {
     approver: PrincipalRef,
     issued_at: Timestamp,
     expires_at: Timestamp,
+    /// The approver's ed25519 signature (128 hex digits) over the `warden-receipt-v1` text of
+    /// the other fields, when the receipt was signed (`warden approve`, `warden_policy::receipt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -107,12 +111,14 @@ struct ApprovalReceiptWire {
     approver: PrincipalRef,
     issued_at: Timestamp,
     expires_at: Timestamp,
+    #[serde(default)]
+    signature: Option<String>,
 }
 
 impl TryFrom<ApprovalReceiptWire> for ApprovalReceipt {
     type Error = ContractError;
     fn try_from(w: ApprovalReceiptWire) -> Result<Self, Self::Error> {
-        Self::new(
+        let receipt = Self::new(
             w.approval_id,
             w.action,
             w.arguments_digest,
@@ -120,7 +126,11 @@ impl TryFrom<ApprovalReceiptWire> for ApprovalReceipt {
             w.approver,
             w.issued_at,
             w.expires_at,
-        )
+        )?;
+        match w.signature {
+            Some(s) => receipt.with_signature(s),
+            None => Ok(receipt),
+        }
     }
 }
 
@@ -150,7 +160,29 @@ impl ApprovalReceipt {
             approver,
             issued_at,
             expires_at,
+            signature: None,
         })
+    }
+
+    /// The same receipt carrying its approver's signature: 128 hex digits (an ed25519
+    /// signature). Whether it verifies is the policy's question
+    /// ([`crate::PolicyEvaluator::authenticate_receipt`]); here only its form is checked.
+    pub fn with_signature(mut self, signature: impl Into<String>) -> Result<Self, ContractError> {
+        let signature = signature.into();
+        if signature.len() != 128 || !signature.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ContractError::Invalid {
+                what: "receipt signature",
+                value: signature.chars().take(16).collect(),
+                why: "an ed25519 signature is 128 hex digits",
+            });
+        }
+        self.signature = Some(signature.to_ascii_lowercase());
+        Ok(self)
+    }
+
+    /// The approver's signature, when the receipt is signed.
+    pub fn signature(&self) -> Option<&str> {
+        self.signature.as_deref()
     }
 
     /// Checks that this receipt authorizes exactly this call at `now`.

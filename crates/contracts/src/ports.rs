@@ -428,6 +428,23 @@ pub trait PolicyEvaluator: Send + Sync {
     fn snapshot(&self) -> &PolicySnapshotRef;
     /// Decides one call. Must be deterministic for a given snapshot and query.
     async fn evaluate(&self, query: &PolicyQuery<'_>) -> Result<PolicyAnswer, EvaluatorError>;
+    /// Whether `receipt` comes from an approver this policy recognizes, at `now`; the executor
+    /// asks before a receipt answers an escalation, besides checking its binding (action,
+    /// arguments, policy digest, expiry) and single use itself.
+    ///
+    /// A policy that declares approvers accepts only a receipt signed by one of them; `Err`
+    /// says why not. The default (`Ok`) is the local-operator model of a policy that declares
+    /// none: receipts come from the runtime's own composition (its reviewer, or the code that
+    /// presents them), which is trusted as the operator. An evaluator whose policy names
+    /// approvers must override it.
+    fn authenticate_receipt(
+        &self,
+        receipt: &ApprovalReceipt,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        let _ = (receipt, now);
+        Ok(())
+    }
 }
 
 /// A capacity lease: while it lives, the admitted call holds its slot; dropping it releases the

@@ -2188,7 +2188,6 @@ impl ActionExecutor {
         let digest = arguments_digest(args)
             .map_err(|e| format!("no receipt can bind these arguments: {e}"))?;
         let now = self.now();
-        let policy = &plan.policy.snapshot().digest;
         let book = self
             .approvals
             .lock()
@@ -2208,7 +2207,7 @@ impl ActionExecutor {
                 ));
                 continue;
             }
-            match r.check_binding(plan.entry.descriptor.name(), &digest, Some(policy), now) {
+            match receipt_counts(plan, r, &digest, now) {
                 Ok(()) => return Ok(r.approval_id().clone()),
                 Err(m) => why.push(format!("receipt {}: {m}", r.approval_id())),
             }
@@ -2345,7 +2344,6 @@ impl ActionExecutor {
         if let Some(d) = &self.backend_digest {
             start.capability_digest = Some(d.clone());
         }
-        let policy = &plan.policy.snapshot().digest;
         let now = self.now();
         // The first receipt bound to this action and policy (and not expired) scopes the
         // idempotency key, whether or not it can still be used: a repeat of an approved
@@ -2360,9 +2358,7 @@ impl ActionExecutor {
                 .iter()
                 .filter(|r| {
                     let id = r.approval_id();
-                    if let Err(m) =
-                        r.check_binding(descriptor.name(), r.arguments_digest(), Some(policy), now)
-                    {
+                    if let Err(m) = receipt_counts(plan, r, r.arguments_digest(), now) {
                         unbound.push(format!("receipt {id}: {m}"));
                         return false;
                     }
@@ -2613,4 +2609,20 @@ impl Executor for ActionExecutor {
         self.execute_with(request, context, ExecuteOptions::default())
             .await
     }
+}
+
+/// Whether receipt `r` may answer a call of this plan's action with arguments `digest` at
+/// `now`: bound to the action, the arguments, this plan's policy and unexpired, and
+/// authenticated by the policy (with `[approvers]`, signed by a declared approver). Single use
+/// is checked by the caller.
+fn receipt_counts(
+    plan: &ExecutionPlan,
+    r: &ApprovalReceipt,
+    digest: &Digest,
+    now: Timestamp,
+) -> Result<(), String> {
+    let policy = &plan.policy.snapshot().digest;
+    r.check_binding(plan.entry.descriptor.name(), digest, Some(policy), now)
+        .map_err(|m| m.to_string())?;
+    plan.policy.authenticate_receipt(r, now)
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 use warden_contracts::{
-    DecisionReason, Disposition, EvaluatorError, PolicyAnswer, PolicyEvaluator, PolicyQuery,
-    PolicySnapshotRef, ReasonCode,
+    ApprovalReceipt, DecisionReason, Disposition, EvaluatorError, PolicyAnswer, PolicyEvaluator,
+    PolicyQuery, PolicySnapshotRef, ReasonCode, Timestamp,
 };
 use warden_policy::permission::{PermissionSet, decide_with_permissions_async};
 use warden_policy::{Call, Decision, Engine, PolicySnapshot, Verdict, edge};
@@ -121,6 +121,19 @@ impl SnapshotPolicy {
 impl PolicyEvaluator for SnapshotPolicy {
     fn snapshot(&self) -> &PolicySnapshotRef {
         &self.reference
+    }
+
+    /// With `[approvers]`, only a receipt signed by a declared approver for this policy counts
+    /// ([`PolicySnapshot::authenticate_receipt`]); without, the local-operator model.
+    fn authenticate_receipt(
+        &self,
+        receipt: &ApprovalReceipt,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        self.engine
+            .snapshot()
+            .authenticate_receipt(receipt, now)
+            .map_err(|e| e.to_string())
     }
 
     async fn evaluate(&self, query: &PolicyQuery<'_>) -> Result<PolicyAnswer, EvaluatorError> {

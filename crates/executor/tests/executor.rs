@@ -1890,6 +1890,105 @@ fn receipts_are_bound_to_the_call_and_used_once() {
     assert_eq!(tool(&tools, "bash").calls(), 1);
 }
 
+/// With `[approvers]` in the policy, the library takes only a receipt signed by a declared
+/// approver for this policy: an unsigned one (the local-operator kind), one signed by another
+/// key, or one signed for another policy answers nothing, and a reviewer's unsigned approval
+/// does not either.
+#[test]
+fn with_declared_approvers_only_a_signed_receipt_answers_an_ask() {
+    use warden_policy::receipt::SigningKey;
+    let rt = rt();
+    let tools = tools();
+    let ops = SigningKey::from_seed(&[7; 32]);
+    let intruder = SigningKey::from_seed(&[8; 32]);
+    let text = format!(
+        "{POLICY}\n[approvers.ops]\nkeys = [\"{}\"]\n",
+        ops.verifying_key().to_hex()
+    );
+    let snap = snapshot(&text);
+    let mut registry = Registry::new();
+    for t in &tools {
+        registry.register(t.clone()).unwrap();
+    }
+    let fx = Fixture {
+        executor: Arc::new(
+            ActionExecutor::builder(registry)
+                .policy(Arc::new(SnapshotPolicy::new(snap.clone())))
+                .build()
+                .unwrap(),
+        ),
+        recorder: Arc::new(Recorder::default()),
+    };
+    let ctx = context();
+    let args = json!({"command": "git push origin main"});
+    let approval = escalated_approval(
+        &rt.block_on(
+            fx.executor
+                .execute(request("s-1", "bash", args.clone()), &ctx),
+        ),
+    );
+    let now = SystemClock.now().unix_millis();
+    let signed = |key: &SigningKey, policy: &Digest, id: &str| {
+        warden_policy::ReceiptDraft {
+            id: ApprovalId::new(id).unwrap(),
+            approver: "ops".into(),
+            action: "bash".into(),
+            arguments_digest: approval.arguments_digest.clone(),
+            policy_digest: policy.clone(),
+            issued_at: Timestamp(now - 1_000),
+            expires_at: Timestamp(now + 60_000),
+        }
+        .sign(key)
+        .unwrap()
+        .to_approval()
+        .unwrap()
+    };
+    let run = |id: &str, receipt: ApprovalReceipt| {
+        rt.block_on(fx.executor.execute_with(
+            request(id, "bash", args.clone()),
+            &ctx,
+            ExecuteOptions::new().approval(receipt),
+        ))
+    };
+    let unsigned = receipt_for(&approval, approval.arguments_digest.clone(), 60_000);
+    let o = run("s-2", unsigned);
+    assert_eq!(o.status(), "escalated");
+    assert!(
+        reason(&o).message.contains("not signed by an approver"),
+        "{o:?}"
+    );
+    let o = run("s-3", signed(&intruder, snap.digest(), "rcpt-intruder"));
+    assert!(
+        reason(&o).message.contains("signature does not verify"),
+        "{o:?}"
+    );
+    let other = Digest::of_bytes(b"another policy");
+    let o = run("s-4", signed(&ops, &other, "rcpt-other-policy"));
+    assert_eq!(o.status(), "escalated", "{o:?}");
+    assert_eq!(tool(&tools, "bash").calls(), 0);
+    // A reviewer's unsigned approval is refused the same way.
+    let reviewed = rt
+        .block_on(
+            ReviewLoop::new(Arc::new(Approver::new())).resolve(
+                &fx.executor,
+                &request("s-5", "bash", args.clone()),
+                &ctx,
+                &rt.block_on(
+                    fx.executor
+                        .execute(request("s-5", "bash", args.clone()), &ctx),
+                ),
+            ),
+        )
+        .unwrap();
+    assert_ne!(reviewed.status(), "succeeded", "{reviewed:?}");
+    assert_eq!(tool(&tools, "bash").calls(), 0);
+    // Signed by the declared approver for this policy: it runs, once.
+    let good = signed(&ops, snap.digest(), "rcpt-good");
+    assert!(run("s-6", good.clone()).is_success());
+    assert!(reason(&run("s-7", good)).message.contains("already used"));
+    assert_eq!(tool(&tools, "bash").calls(), 1);
+}
+
 struct Refuser;
 #[async_trait]
 impl Reviewer for Refuser {

@@ -574,9 +574,18 @@ impl SignedReceipt {
                 called: arguments_digest.to_string(),
             });
         }
+        self.to_approval()
+    }
+
+    /// The contracts receipt the executor takes, carrying this receipt's signature, **without
+    /// verifying it**: the executor asks the policy ([`PolicySnapshot::authenticate_receipt`])
+    /// before the receipt counts. Its approver is a [`PrincipalKind::User`] named after the
+    /// class.
+    pub fn to_approval(&self) -> Result<ApprovalReceipt, ReceiptError> {
+        self.check_shape()?;
+        let malformed = |e: warden_contracts::ContractError| ReceiptError::Malformed(e.to_string());
         let approver = PrincipalRef {
-            id: PrincipalId::new(self.approver.as_str())
-                .map_err(|e| ReceiptError::Malformed(e.to_string()))?,
+            id: PrincipalId::new(self.approver.as_str()).map_err(malformed)?,
             kind: PrincipalKind::User,
         };
         ApprovalReceipt::new(
@@ -588,7 +597,30 @@ impl SignedReceipt {
             self.issued_at,
             self.expires_at,
         )
-        .map_err(|e| ReceiptError::Malformed(e.to_string()))
+        .and_then(|r| r.with_signature(self.signature.clone()))
+        .map_err(malformed)
+    }
+
+    /// The signed receipt a contracts receipt carries: its fields and signature, ready to
+    /// verify. [`ReceiptError::Malformed`] when it is unsigned or names no policy digest.
+    pub fn from_approval(receipt: &ApprovalReceipt) -> Result<Self, ReceiptError> {
+        let signature = receipt.signature().ok_or_else(|| {
+            ReceiptError::Malformed("the receipt is not signed by an approver".into())
+        })?;
+        let policy_digest = receipt.policy_digest().ok_or_else(|| {
+            ReceiptError::Malformed("a signed receipt names the policy it was issued under".into())
+        })?;
+        Ok(Self {
+            format: RECEIPT_FORMAT.into(),
+            id: receipt.approval_id().clone(),
+            approver: receipt.approver().id.as_str().to_owned(),
+            action: receipt.action().to_owned(),
+            arguments_digest: receipt.arguments_digest().clone(),
+            policy_digest: policy_digest.clone(),
+            issued_at: receipt.issued_at(),
+            expires_at: receipt.expires_at(),
+            signature: signature.to_owned(),
+        })
     }
 }
 
@@ -622,6 +654,31 @@ impl PolicySnapshot {
     /// The approver classes declared by the policy (`[approvers]`).
     pub fn approvers(&self) -> &Approvers {
         &self.approvers
+    }
+
+    /// Whether `receipt` comes from an approver this policy declares: with `[approvers]`, it
+    /// must carry a signature that verifies with a key of its approver class, for this policy,
+    /// within its validity at `now` (and for its own action and arguments: the executor checks
+    /// that these are the call's). A policy without `[approvers]` authenticates every receipt:
+    /// the local-operator model, where receipts come from the runtime's own composition.
+    pub fn authenticate_receipt(
+        &self,
+        receipt: &ApprovalReceipt,
+        now: Timestamp,
+    ) -> Result<(), ReceiptError> {
+        if self.approvers.is_empty() {
+            return Ok(());
+        }
+        let signed = SignedReceipt::from_approval(receipt)?;
+        signed
+            .verify(
+                &self.approvers,
+                &signed.action,
+                &signed.arguments_digest,
+                &self.digest,
+                now,
+            )
+            .map(drop)
     }
 
     /// Verifies `receipt` for a call of `tool` with `arguments` (its final arguments) under

@@ -294,3 +294,184 @@ fn bad_approve_input_is_exit_2_and_signs_nothing() {
         stderr(&out)
     );
 }
+
+/// Runs `warden exec --format json` governed (store `ev.db`, in-process backend) with
+/// `policy` and `extra` arguments; returns the exit code, the outcome object and stderr.
+fn exec_governed(dir: &Path, policy: &str, args: &Value, extra: &[&str]) -> (i32, Value, String) {
+    let mut all = vec![
+        "--backend",
+        "in-process",
+        "--evidence",
+        "ev.db",
+        "--format",
+        "json",
+    ];
+    all.extend_from_slice(extra);
+    let out = super::exec::run_exec(dir, policy, "write", args, &all);
+    let v = super::lines(&out).pop().unwrap_or(Value::Null);
+    (out.status.code().unwrap(), v, stderr(&out))
+}
+
+/// A receipt signed with `key_file` for approver `ops`, bound as given (the library's signing,
+/// for receipts `warden approve` refuses to make: undeclared keys, past lifetimes).
+fn sign_with(
+    dir: &Path,
+    key_file: &str,
+    policy: &str,
+    args: &Value,
+    lifetime: (u64, u64),
+) -> String {
+    let key = warden_policy::receipt::SigningKey::parse(
+        &std::fs::read_to_string(dir.join(key_file)).unwrap(),
+    )
+    .unwrap();
+    let receipt = warden_policy::ReceiptDraft {
+        id: warden_contracts::ApprovalId::new(format!("rcpt-{key_file}-{}", lifetime.0)).unwrap(),
+        approver: "ops".into(),
+        action: "write".into(),
+        arguments_digest: warden_contracts::Digest::of_json(args).unwrap(),
+        policy_digest: snapshot(policy).digest().clone(),
+        issued_at: Timestamp(lifetime.0),
+        expires_at: Timestamp(lifetime.1),
+    }
+    .sign(&key)
+    .unwrap();
+    receipt.to_json().unwrap()
+}
+
+/// The one receipt type end to end: what `warden approve` writes is what `warden exec
+/// --receipt` takes, and under a policy with `[approvers]` nothing else answers an ask — not
+/// a forged, unsigned, expired or replayed receipt, nor one for other arguments or another
+/// policy. The file the call writes shows what ran.
+#[test]
+fn signed_receipts_round_trip_from_approve_to_exec_and_every_other_receipt_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let hex = keygen(d, "ops.pem");
+    keygen(d, "intruder.pem");
+    let text = format!(
+        "default = \"deny\"\nask = [\"write\"]\n\n[approvers.ops]\nkeys = [\"{hex}\"]\n\n\
+         [containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n"
+    );
+    let policy = write(d, "policy.toml", &text);
+    let ws = d.join("ws");
+    let args = json!({"path": "out.txt", "content": "approved"});
+    let approve = |file: &str, policy: &str, args: &Value| {
+        let out = warden(
+            &[
+                "approve",
+                "--policy",
+                policy,
+                "--key",
+                "ops.pem",
+                "--approver",
+                "ops",
+                "--tool",
+                "write",
+                "--args",
+                &args.to_string(),
+                "--out",
+                file,
+            ],
+            d,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        file.to_owned()
+    };
+    let refused = |receipt: &str, why: &str| {
+        let (code, v, err) = exec_governed(d, &text, &args, &["--receipt", receipt]);
+        assert_eq!(code, 1, "{receipt}: {v} {err}");
+        assert_eq!(v["outcome"], "escalated", "{receipt}: {v}");
+        assert!(
+            v.to_string().contains(why),
+            "{receipt}: want {why:?} in {v}"
+        );
+        assert!(!ws.join("out.txt").exists(), "{receipt}: the call ran");
+    };
+
+    // Without a receipt the call asks, and nothing runs.
+    let (code, v, _) = exec_governed(d, &text, &args, &[]);
+    assert_eq!((code, v["outcome"].as_str()), (1, Some("escalated")), "{v}");
+
+    // Forged: signed by a key that is not the approver's.
+    let now = now().0;
+    let forged = write(
+        d,
+        "forged.json",
+        &sign_with(d, "intruder.pem", &policy, &args, (now, now + 600_000)),
+    );
+    refused(&forged, "signature does not verify");
+    // Expired.
+    let expired = write(
+        d,
+        "expired.json",
+        &sign_with(d, "ops.pem", &policy, &args, (now - 20_000, now - 10_000)),
+    );
+    refused(&expired, "expired");
+    // Other arguments.
+    let other_args = approve(
+        "other-args.json",
+        &policy,
+        &json!({"path": "out.txt", "content": "other"}),
+    );
+    refused(&other_args, "arguments");
+    // Another policy (one more rule).
+    let other_policy = write(
+        d,
+        "other.toml",
+        &text.replace("ask = [\"write\"]", "ask = [\"write\", \"edit\"]"),
+    );
+    let other_policy = approve("other-policy.json", &other_policy, &args);
+    refused(&other_policy, "policy");
+
+    // Unsigned, in the old unsigned format or with its signature stripped: not a receipt.
+    let good = approve("receipt.json", &policy, &args);
+    let signed: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join(&good)).unwrap()).unwrap();
+    let mut stripped = signed.clone();
+    stripped.as_object_mut().unwrap().remove("signature");
+    let stripped = write(d, "stripped.json", &stripped.to_string());
+    let legacy = write(
+        d,
+        "legacy.json",
+        &json!({
+            "approval_id": signed["id"], "action": "write",
+            "arguments_digest": signed["arguments_digest"], "policy_digest": signed["policy_digest"],
+            "approver": {"id": "ops", "kind": "user"}, "issued_at": 1, "expires_at": 4_000_000_000_000u64,
+        })
+        .to_string(),
+    );
+    for unsigned in [&stripped, &legacy] {
+        let (code, v, err) = exec_governed(d, &text, &args, &["--receipt", unsigned]);
+        assert_eq!(code, 2, "{unsigned}: {v}");
+        assert!(
+            err.contains("--receipt") && err.contains("malformed receipt"),
+            "{err}"
+        );
+        assert!(!ws.join("out.txt").exists());
+    }
+
+    // The receipt `warden approve` wrote: the call runs, once.
+    let (code, v, err) = exec_governed(d, &text, &args, &["--receipt", &good]);
+    assert_eq!(code, 0, "{v} {err}");
+    assert_eq!(v["outcome"], "succeeded", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "approved"
+    );
+    // Replayed in another process: the store remembers its use.
+    std::fs::remove_file(ws.join("out.txt")).unwrap();
+    refused(&good, "already used");
+
+    // Without --evidence nothing would remember the use: refused before anything runs.
+    let out = super::exec::run_exec(
+        d,
+        &text,
+        "write",
+        &args,
+        &["--backend", "in-process", "--receipt", &good],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("add --evidence"), "{}", stderr(&out));
+    assert!(!ws.join("out.txt").exists());
+}

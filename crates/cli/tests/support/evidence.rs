@@ -374,6 +374,61 @@ fn evidence_verify_exits_1_naming_the_code_and_record_of_any_flipped_field() {
     assert_eq!(exit, 0, "every change was reverted");
 }
 
+/// Deleting every record of a chain is tampering when a head of that chain is kept elsewhere:
+/// exit 1 (not "no such chain", exit 2), with or without `--chain`, and in JSON too.
+#[test]
+fn evidence_verify_exits_1_when_every_record_of_a_vouched_chain_was_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, records) = store(dir.path(), true);
+    let head = records.last().unwrap().chain_hash.to_string();
+    raw(&path)
+        .execute("DELETE FROM records WHERE chain_id = 'main'", [])
+        .unwrap();
+    let p = path.to_str().unwrap();
+    let (code, stdout, stderr) = run(
+        &[
+            "evidence",
+            "verify",
+            "--store",
+            p,
+            "--chain",
+            "main",
+            "--expected-head",
+            &head,
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("FAIL") && stdout.contains("head_mismatch"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run(
+        &[
+            "evidence",
+            "verify",
+            "--store",
+            p,
+            "--expected-head",
+            &head,
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(line["valid"], false);
+    assert_eq!(line["failure_code"], "head_mismatch");
+    // Without a head kept elsewhere, a missing chain is a usage error.
+    let (code, _, stderr) = run(
+        &["evidence", "verify", "--store", p, "--chain", "main"],
+        dir.path(),
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no chain `main`"), "{stderr}");
+}
+
 fn insert(db: &Connection, r: &EvidenceRecord) {
     let f = Fields::of(r);
     db.execute(
