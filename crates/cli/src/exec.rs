@@ -82,6 +82,12 @@ pub(crate) enum MechanismChoice {
     Environment,
     /// Resource limits.
     Rlimits,
+    /// Processes of its own (PID namespace).
+    ProcessIsolation,
+    /// Inherited descriptors closed.
+    Descriptors,
+    /// The host's UNIX sockets off (seccomp).
+    UnixSockets,
 }
 
 impl MechanismChoice {
@@ -91,6 +97,9 @@ impl MechanismChoice {
             Self::NetworkNamespace => Mechanism::NetworkNamespace,
             Self::Environment => Mechanism::Environment,
             Self::Rlimits => Mechanism::Rlimits,
+            Self::ProcessIsolation => Mechanism::ProcessIsolation,
+            Self::Descriptors => Mechanism::Descriptors,
+            Self::UnixSockets => Mechanism::UnixSockets,
         }
     }
 }

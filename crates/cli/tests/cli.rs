@@ -508,7 +508,15 @@ fn sandbox_probe_reports_each_mechanism_with_evidence() {
         .collect();
     assert_eq!(
         names,
-        ["landlock", "network_namespace", "environment", "rlimits"]
+        [
+            "landlock",
+            "network_namespace",
+            "environment",
+            "rlimits",
+            "process_isolation",
+            "descriptors",
+            "unix_sockets"
+        ]
     );
     for m in v["mechanisms"].as_array().unwrap() {
         // These machines have Landlock and user namespaces; each claim carries its evidence.

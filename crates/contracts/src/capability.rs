@@ -24,8 +24,29 @@ pub enum Capability {
     EnvAllowlist,
     /// Wall time, CPU, output and process limits.
     ResourceLimits,
-    /// The tool runs in a separate process.
+    /// The tool runs in processes of its own that can neither see nor signal any other process
+    /// of the host (its own PID namespace and `/proc`), and that all end when it ends.
     ProcessIsolation,
+    /// The process inherits no descriptor but its standard input, output and error (none its
+    /// caller left open, such as a file outside the write roots).
+    DescriptorIsolation,
+    /// No UNIX socket of the host can be reached: neither a socket file (a container engine's,
+    /// an SSH agent's) nor an abstract one. Asked for together with [`Capability::NetworkOff`].
+    UnixSocketsOff,
+}
+
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 8] = [
+        Self::FilesystemWriteRoots,
+        Self::FilesystemReadRoots,
+        Self::NetworkOff,
+        Self::EnvAllowlist,
+        Self::ResourceLimits,
+        Self::ProcessIsolation,
+        Self::DescriptorIsolation,
+        Self::UnixSocketsOff,
+    ];
 }
 
 /// Whether a capability holds.

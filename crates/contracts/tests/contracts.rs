@@ -699,14 +699,7 @@ fn verification() -> impl Strategy<Value = VerificationResult> {
         )
 }
 
-const CAPABILITIES: [Capability; 6] = [
-    Capability::FilesystemWriteRoots,
-    Capability::FilesystemReadRoots,
-    Capability::NetworkOff,
-    Capability::EnvAllowlist,
-    Capability::ResourceLimits,
-    Capability::ProcessIsolation,
-];
+const CAPABILITIES: [Capability; 8] = Capability::ALL;
 
 fn capability_entry() -> impl Strategy<Value = CapabilityEntry> {
     (

@@ -168,8 +168,9 @@ impl ExecutorBuilder {
     }
     /// A policy's `[containment]` table for one action (canonical name; the actions that run
     /// processes through the effect backend): `write_roots` → `filesystem_write_roots`,
-    /// `network_off` → `network_off` (nothing when `allowed`), `env_allowlist` →
-    /// `env_allowlist`, each with the table's requirement.
+    /// `network_off` → `network_off` and `unix_sockets_off` (nothing when `allowed`),
+    /// `env_allowlist` → `env_allowlist`, `process_isolation` → `process_isolation` and
+    /// `descriptor_isolation`, each with the table's requirement.
     pub fn policy_containment_for(self, action: impl Into<String>, table: &Containment) -> Self {
         let action = action.into();
         let mut b = self
@@ -182,15 +183,26 @@ impl ExecutorBuilder {
                 action.clone(),
                 Capability::EnvAllowlist,
                 table.env_allowlist,
+            )
+            .containment_for(
+                action.clone(),
+                Capability::ProcessIsolation,
+                table.process_isolation,
+            )
+            .containment_for(
+                action.clone(),
+                Capability::DescriptorIsolation,
+                table.process_isolation,
             );
-        match table.network_off {
-            NetworkRequirement::Required => {
-                b = b.containment_for(action, Capability::NetworkOff, Requirement::Required);
-            }
-            NetworkRequirement::Optional => {
-                b = b.containment_for(action, Capability::NetworkOff, Requirement::Optional);
-            }
-            NetworkRequirement::Allowed => {}
+        let network = match table.network_off {
+            NetworkRequirement::Required => Some(Requirement::Required),
+            NetworkRequirement::Optional => Some(Requirement::Optional),
+            NetworkRequirement::Allowed => None,
+        };
+        if let Some(requirement) = network {
+            b = b
+                .containment_for(action.clone(), Capability::NetworkOff, requirement)
+                .containment_for(action, Capability::UnixSocketsOff, requirement);
         }
         b
     }

@@ -1525,6 +1525,7 @@ fn a_policy_containment_table_maps_onto_per_capability_requirements() {
         network_off: NetworkRequirement::Allowed,
         env_allowlist: Requirement::Required,
         env: vec!["PATH".into()],
+        process_isolation: Requirement::Optional,
     };
     let fx = build(&tools, |b| b.policy_containment_for("bash", &table));
     let plan = |name: &str| {
@@ -1538,7 +1539,11 @@ fn a_policy_containment_table_maps_onto_per_capability_requirements() {
     );
     assert_eq!(
         plan("bash").optional_containment(),
-        [Capability::FilesystemWriteRoots]
+        [
+            Capability::FilesystemWriteRoots,
+            Capability::ProcessIsolation,
+            Capability::DescriptorIsolation
+        ]
     );
     assert!(plan("echo").required_containment().is_empty());
     assert!(plan("echo").optional_containment().is_empty());
@@ -1555,7 +1560,10 @@ fn a_policy_containment_table_maps_onto_per_capability_requirements() {
         [
             Capability::FilesystemWriteRoots,
             Capability::EnvAllowlist,
-            Capability::NetworkOff
+            Capability::ProcessIsolation,
+            Capability::DescriptorIsolation,
+            Capability::NetworkOff,
+            Capability::UnixSocketsOff
         ]
     );
 }

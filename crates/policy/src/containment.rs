@@ -6,7 +6,12 @@
 //! network_off = "required"      # no network (user + network namespace); "allowed" turns it off
 //! env_allowlist = "required"    # the environment is cleared to `env`
 //! env = ["PATH", "HOME", "LANG", "TERM"]
+//! process_isolation = "required" # its own processes (it can neither see nor signal the
+//!                                # host's) and no descriptor but its standard streams
 //! ```
+//!
+//! With the network off, no UNIX socket of the host (a socket file or an abstract one) can be
+//! reached either: `network_off` asks for both.
 //!
 //! `required` means a backend that has not proven the mechanism refuses the call before it
 //! starts; `optional` means the call proceeds and the degradation is recorded on the outcome.
@@ -68,6 +73,11 @@ pub struct Containment {
     /// The variables kept.
     #[serde(default = "default_env")]
     pub env: Vec<String>,
+    /// Processes of its own (a PID namespace and its own `/proc`): it cannot see or signal any
+    /// other process, nothing it starts outlives it, and it inherits no descriptor but its
+    /// standard streams.
+    #[serde(default = "required")]
+    pub process_isolation: Requirement,
 }
 
 impl Default for Containment {
@@ -77,6 +87,7 @@ impl Default for Containment {
             network_off: NetworkRequirement::Required,
             env_allowlist: Requirement::Required,
             env: default_env(),
+            process_isolation: Requirement::Required,
         }
     }
 }
@@ -119,6 +130,7 @@ impl Containment {
                 .filter(|v| other.env.contains(v))
                 .cloned()
                 .collect(),
+            process_isolation: self.process_isolation.strictest(other.process_isolation),
         }
     }
 }

@@ -11,7 +11,9 @@ use warden_contracts::{
 };
 
 use crate::error::SandboxError;
-use crate::helper::{self, CANARY, EXEC_MODE, LandlockProbe, PROBE_MODE, ProbeResult};
+use crate::helper::{
+    self, CANARY, EXEC_MODE, IsolationProbe, LandlockProbe, PROBE_MODE, ProbeResult,
+};
 use crate::spec::{Limits, SandboxSpec};
 
 /// The name this backend reports.
@@ -60,15 +62,24 @@ pub enum Mechanism {
     Environment,
     /// `setrlimit` limits.
     Rlimits,
+    /// A user, mount and PID namespace of its own, with its own `/proc`.
+    ProcessIsolation,
+    /// Every descriptor but the standard streams closed before the program runs.
+    Descriptors,
+    /// The seccomp filter that refuses UNIX sockets (with the network namespace).
+    UnixSockets,
 }
 
 impl Mechanism {
     /// Every mechanism.
-    pub const ALL: [Mechanism; 4] = [
+    pub const ALL: [Mechanism; 7] = [
         Self::Landlock,
         Self::NetworkNamespace,
         Self::Environment,
         Self::Rlimits,
+        Self::ProcessIsolation,
+        Self::Descriptors,
+        Self::UnixSockets,
     ];
 
     /// Its name in reports.
@@ -78,6 +89,22 @@ impl Mechanism {
             Self::NetworkNamespace => "network_namespace",
             Self::Environment => "environment",
             Self::Rlimits => "rlimits",
+            Self::ProcessIsolation => "process_isolation",
+            Self::Descriptors => "descriptors",
+            Self::UnixSockets => "unix_sockets",
+        }
+    }
+
+    /// The capability its probe proves.
+    pub fn capability(self) -> Capability {
+        match self {
+            Self::Landlock => Capability::FilesystemWriteRoots,
+            Self::NetworkNamespace => Capability::NetworkOff,
+            Self::Environment => Capability::EnvAllowlist,
+            Self::Rlimits => Capability::ResourceLimits,
+            Self::ProcessIsolation => Capability::ProcessIsolation,
+            Self::Descriptors => Capability::DescriptorIsolation,
+            Self::UnixSockets => Capability::UnixSocketsOff,
         }
     }
 }
@@ -144,10 +171,9 @@ impl SubprocessBackend {
                 detail: "setrlimit(CPU, NPROC, FSIZE) in the helper before exec; wall time and output bytes by the parent".into(),
             },
         );
-        let isolation = ProbeResult {
-            status: "enforced".into(),
-            detail: "every call runs in its own process".into(),
-        };
+        let isolation = simulated(Mechanism::ProcessIsolation, probe_processes(&helper));
+        let descriptors = simulated(Mechanism::Descriptors, probe_descriptors(&helper));
+        let unix = simulated(Mechanism::UnixSockets, probe_unix(&helper));
         let report = CapabilityReport {
             backend: BackendRef::new(SUBPROCESS)
                 .map_err(|e| SandboxError::Helper(e.to_string()))?,
@@ -158,6 +184,8 @@ impl SubprocessBackend {
                 entry(Capability::EnvAllowlist, &env),
                 entry(Capability::ResourceLimits, &limits),
                 entry(Capability::ProcessIsolation, &isolation),
+                entry(Capability::DescriptorIsolation, &descriptors),
+                entry(Capability::UnixSocketsOff, &unix),
             ],
         };
         let digest =
@@ -186,12 +214,7 @@ impl SubprocessBackend {
         Mechanism::ALL
             .into_iter()
             .map(|m| {
-                let (ok, detail) = of(match m {
-                    Mechanism::Landlock => Capability::FilesystemWriteRoots,
-                    Mechanism::NetworkNamespace => Capability::NetworkOff,
-                    Mechanism::Environment => Capability::EnvAllowlist,
-                    Mechanism::Rlimits => Capability::ResourceLimits,
-                });
+                let (ok, detail) = of(m.capability());
                 (m, ok, detail)
             })
             .collect()
@@ -232,6 +255,17 @@ impl SubprocessBackend {
                 "network off (user+network namespace)",
             )?;
         usable(Capability::EnvAllowlist, "the environment allowlist")?;
+        // Descriptors are closed whatever the report says; claiming it needs the probe.
+        usable(Capability::DescriptorIsolation, "descriptor isolation")?;
+        let isolate_processes = usable(
+            Capability::ProcessIsolation,
+            "process isolation (a PID namespace of its own)",
+        )?;
+        let unix_sockets_off = !network
+            && usable(
+                Capability::UnixSocketsOff,
+                "the host's UNIX sockets off (seccomp)",
+            )?;
         let mut env = BTreeMap::new();
         for name in &spec.env_allowlist {
             if let Some(v) = std::env::var_os(name) {
@@ -252,6 +286,8 @@ impl SubprocessBackend {
             network,
             landlock,
             limits: self.limits.clone(),
+            isolate_processes,
+            unix_sockets_off,
         })
     }
 }
@@ -356,12 +392,15 @@ fn probe_landlock(helper: &Path) -> ProbeResult {
     result
 }
 
-/// Runs the helper in exec mode on itself with a canary in the helper's environment: the
-/// program must not see it.
-fn probe_env(helper: &Path) -> ProbeResult {
-    let spec = SandboxSpec {
+/// A spec that runs the helper's probe `name` (with `arg`) as the contained program, with no
+/// confinement but what the caller turns on.
+fn probe_spec(helper: &Path, name: &str, arg: Option<String>) -> SandboxSpec {
+    SandboxSpec {
         program: helper.to_string_lossy().into_owned(),
-        args: vec![PROBE_MODE.into(), "env".into()],
+        args: [PROBE_MODE.to_owned(), name.to_owned()]
+            .into_iter()
+            .chain(arg)
+            .collect(),
         cwd: std::env::temp_dir(),
         env: BTreeMap::new(),
         write_roots: Vec::new(),
@@ -369,8 +408,21 @@ fn probe_env(helper: &Path) -> ProbeResult {
         network: true,
         landlock: false,
         limits: Limits::default(),
-    };
-    let Ok(json) = serde_json::to_string(&spec) else {
+        isolate_processes: false,
+        unix_sockets_off: false,
+    }
+}
+
+/// Runs the helper in exec mode on itself with a canary in the helper's environment: the
+/// program must not see it.
+fn probe_env(helper: &Path) -> ProbeResult {
+    run_contained_probe(helper, &probe_spec(helper, "env", None), &[(CANARY, "1")])
+}
+
+/// Runs `spec` (a probe as the contained program) through the exec mode, the path every real
+/// call takes, and reads the probe's answer.
+fn run_contained_probe(helper: &Path, spec: &SandboxSpec, env: &[(&str, &str)]) -> ProbeResult {
+    let Ok(json) = serde_json::to_string(spec) else {
         return ProbeResult {
             status: "unsupported".into(),
             detail: "cannot encode the probe".into(),
@@ -380,7 +432,7 @@ fn probe_env(helper: &Path) -> ProbeResult {
         .arg(EXEC_MODE)
         .arg(json)
         .env_clear()
-        .env(CANARY, "1")
+        .envs(env.iter().copied())
         .output();
     match output {
         Ok(o) if o.status.success() => {
@@ -392,7 +444,9 @@ fn probe_env(helper: &Path) -> ProbeResult {
         Ok(o) => ProbeResult {
             status: "unsupported".into(),
             detail: format!(
-                "env probe failed: {}",
+                "{} probe failed ({}): {}",
+                spec.args.get(1).map_or("the", String::as_str),
+                o.status,
                 String::from_utf8_lossy(&o.stderr).trim()
             ),
         },
@@ -401,4 +455,128 @@ fn probe_env(helper: &Path) -> ProbeResult {
             detail: e.to_string(),
         },
     }
+}
+
+/// A fresh folder for one probe's files.
+fn probe_dir(name: &str) -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "warden-{name}-probe-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn encode(probe: &IsolationProbe) -> Option<String> {
+    serde_json::to_string(probe).ok()
+}
+
+/// Leaves a descriptor open on a file outside, as a caller might (`exec 7>>file`), runs the
+/// probe program through the exec mode, and checks that nothing was written through it.
+fn probe_descriptors(helper: &Path) -> ProbeResult {
+    use std::os::fd::AsRawFd as _;
+    let result = (|| {
+        let dir = probe_dir("descriptors").map_err(|e| format!("probe folder: {e}"))?;
+        let path = dir.join("outside");
+        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        nix::fcntl::fcntl(
+            &file,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .map_err(|e| format!("keep the descriptor open across exec: {e}"))?;
+        let probe = IsolationProbe {
+            descriptor: Some(file.as_raw_fd()),
+            ..IsolationProbe::default()
+        };
+        let spec = probe_spec(helper, "descriptors", encode(&probe));
+        let result = run_contained_probe(helper, &spec, &[]);
+        drop(file);
+        let written = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(if written > 0 {
+            ProbeResult {
+                status: "unsupported".into(),
+                detail: format!(
+                    "{written} bytes reached the file through the inherited descriptor"
+                ),
+            }
+        } else {
+            result
+        })
+    })();
+    result.unwrap_or_else(|detail: String| ProbeResult {
+        status: "unsupported".into(),
+        detail,
+    })
+}
+
+/// Runs the probe program isolated, telling it this process's id: it must be PID 1 of its own
+/// namespace and unable to see or signal this process.
+fn probe_processes(helper: &Path) -> ProbeResult {
+    let probe = IsolationProbe {
+        host_pid: i32::try_from(std::process::id()).ok(),
+        ..IsolationProbe::default()
+    };
+    let mut spec = probe_spec(helper, "processes", encode(&probe));
+    spec.isolate_processes = true;
+    run_contained_probe(helper, &spec, &[])
+}
+
+/// Listens on a socket file and an abstract socket, runs the probe program with the network and
+/// UNIX sockets off, and checks that neither listener saw a connection.
+fn probe_unix(helper: &Path) -> ProbeResult {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let result = (|| {
+        let dir = probe_dir("unix").map_err(|e| format!("probe folder: {e}"))?;
+        let path = dir.join("host.sock");
+        let by_path = UnixListener::bind(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = dir.file_name().map_or_else(
+            || "warden-unix-probe".into(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let by_name = SocketAddr::from_abstract_name(name.as_bytes())
+            .and_then(|addr| UnixListener::bind_addr(&addr))
+            .map_err(|e| format!("abstract socket @{name}: {e}"))?;
+        let probe = IsolationProbe {
+            socket_path: Some(path.clone()),
+            abstract_name: Some(name.clone()),
+            ..IsolationProbe::default()
+        };
+        let mut spec = probe_spec(helper, "unix", encode(&probe));
+        spec.network = false;
+        spec.unix_sockets_off = true;
+        let result = run_contained_probe(helper, &spec, &[]);
+        let mut reached = Vec::new();
+        for (listener, what) in [
+            (&by_path, "the socket file"),
+            (&by_name, "the abstract socket"),
+        ] {
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| format!("{what}: {e}"))?;
+            if listener.accept().is_ok() {
+                reached.push(what);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(if reached.is_empty() {
+            result
+        } else {
+            ProbeResult {
+                status: "unsupported".into(),
+                detail: format!(
+                    "the contained program connected to {}",
+                    reached.join(" and ")
+                ),
+            }
+        })
+    })();
+    result.unwrap_or_else(|detail: String| ProbeResult {
+        status: "unsupported".into(),
+        detail,
+    })
 }

@@ -106,3 +106,121 @@ pub(crate) fn apply_landlock(
         )),
     }
 }
+
+/// Closes every descriptor but standard input, output and error: whatever the caller left open
+/// (`exec 7>>/outside/file` before `warden exec`) must not reach the program. The numbers are
+/// read from `/proc/self/fd` first, then closed (the listing's own descriptor is closed by
+/// then).
+pub(crate) fn close_inherited_descriptors() -> Result<(), SandboxError> {
+    let listed: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map_err(|e| SandboxError::Confine(format!("/proc/self/fd: {e}")))?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in listed {
+        match nix::unistd::close(fd) {
+            // The listing's own descriptor, already closed.
+            Ok(()) | Err(nix::errno::Errno::EBADF) => {}
+            Err(e) => return Err(SandboxError::Confine(format!("close({fd}): {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Moves the process into a new user, mount and PID namespace (and network namespace when
+/// `network_off`); its next child is PID 1 of the new PID namespace.
+pub(crate) fn enter_process_namespaces(network_off: bool) -> Result<(), SandboxError> {
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    if network_off {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    nix::sched::unshare(flags)
+        .map_err(|e| SandboxError::Confine(format!("unshare(user+mount+pid): {e}")))?;
+    write_proc("/proc/self/setgroups", "deny")?;
+    write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
+    write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// In the new PID namespace (as its PID 1): dies with the process that started it, and mounts
+/// a `/proc` of this namespace over the host's, so no host process is visible. Mounts are made
+/// private first, so nothing propagates back to the host.
+pub(crate) fn become_namespace_init() -> Result<(), SandboxError> {
+    use nix::mount::{MsFlags, mount};
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| SandboxError::Confine(format!("prctl(PDEATHSIG): {e}")))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| SandboxError::Confine(format!("mount(/, private): {e}")))?;
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| SandboxError::Confine(format!("mount(/proc): {e}")))?;
+    Ok(())
+}
+
+/// Refuses, for this process and everything it starts, to create a UNIX socket (`socket(2)`
+/// with `AF_UNIX`; `socketpair(2)` stays allowed, its ends reach nothing else) or an io_uring
+/// (whose operations could create one): `EACCES`. Any other architecture's system calls kill
+/// the process (seccompiler checks the architecture first).
+pub(crate) fn block_unix_sockets() -> Result<(), SandboxError> {
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    let err = |e: &dyn std::fmt::Display| SandboxError::Confine(format!("seccomp: {e}"));
+    let arch: TargetArch = std::env::consts::ARCH.try_into().map_err(|e| err(&e))?;
+    let af_unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        nix::libc::AF_UNIX as u64,
+    )
+    .map_err(|e| err(&e))?;
+    let unix_socket = SeccompRule::new(vec![af_unix]).map_err(|e| err(&e))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in system_call_numbers(nix::libc::SYS_socket) {
+        rules.insert(nr, vec![unix_socket.clone()]);
+    }
+    for nr in system_call_numbers(nix::libc::SYS_io_uring_setup) {
+        rules.insert(nr, Vec::new()); // refused whatever its arguments
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(nix::libc::EACCES as u32),
+        arch,
+    )
+    .map_err(|e| err(&e))?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| err(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| err(&e))
+}
+
+/// A system call's numbers: on x86-64 also its x32-ABI number, which the same architecture
+/// check lets through.
+fn system_call_numbers(nr: nix::libc::c_long) -> Vec<i64> {
+    const X32_SYSCALL_BIT: i64 = 0x4000_0000;
+    // `c_long` is 32 bits on some targets, 64 on this one.
+    #[allow(clippy::useless_conversion)]
+    let nr = i64::from(nr);
+    if cfg!(target_arch = "x86_64") {
+        vec![nr, nr | X32_SYSCALL_BIT]
+    } else {
+        vec![nr]
+    }
+}

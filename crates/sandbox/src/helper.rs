@@ -21,6 +21,9 @@ use crate::spec::SandboxSpec;
 pub const EXEC_MODE: &str = "__warden-sandbox-exec";
 /// `argv[1]` that runs one probe: `<helper> __warden-sandbox-probe <probe> [json]`.
 pub const PROBE_MODE: &str = "__warden-sandbox-probe";
+/// `argv[1]` of the second stage of an isolated run: PID 1 of the new PID namespace, which
+/// confines itself and becomes the program. Started only by the exec mode.
+pub const INIT_MODE: &str = "__warden-sandbox-init";
 /// Exit code when confinement failed before the program ran.
 pub const CONFINE_FAILED: i32 = 125;
 /// Exit code when the program could not be executed.
@@ -34,6 +37,7 @@ pub(crate) const CANARY: &str = "WARDEN_SANDBOX_CANARY";
 pub fn dispatch(args: &[String]) -> Option<i32> {
     match args.first().map(String::as_str) {
         Some(EXEC_MODE) => Some(exec_mode(args.get(1).map(String::as_str))),
+        Some(INIT_MODE) => Some(init_mode(args.get(1).map(String::as_str))),
         Some(PROBE_MODE) => Some(probe_mode(&args[1..])),
         _ => None,
     }
@@ -44,13 +48,84 @@ fn fail(e: &SandboxError) -> i32 {
     CONFINE_FAILED
 }
 
+fn parse_spec(spec: Option<&str>) -> Result<SandboxSpec, SandboxError> {
+    match spec.map(serde_json::from_str) {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) => Err(SandboxError::Helper(format!("bad spec: {e}"))),
+        None => Err(SandboxError::Helper("missing spec".into())),
+    }
+}
+
+/// The first stage: drops every inherited descriptor, then either confines itself and becomes
+/// the program, or (isolated) enters the new namespaces and supervises the second stage.
 fn exec_mode(spec: Option<&str>) -> i32 {
-    let spec: SandboxSpec = match spec.map(serde_json::from_str) {
-        Some(Ok(s)) => s,
-        Some(Err(e)) => return fail(&SandboxError::Helper(format!("bad spec: {e}"))),
-        None => return fail(&SandboxError::Helper("missing spec".into())),
+    let spec = match parse_spec(spec) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
     };
-    if let Err(e) = confine_self(&spec) {
+    if let Err(e) = confine::close_inherited_descriptors() {
+        return fail(&e);
+    }
+    if spec.isolate_processes {
+        return match confine::enter_process_namespaces(!spec.network) {
+            Ok(()) => supervise(&spec),
+            Err(e) => fail(&e),
+        };
+    }
+    if !spec.network
+        && let Err(e) = confine::enter_network_namespace()
+    {
+        return fail(&e);
+    }
+    become_program(&spec)
+}
+
+/// The second stage, PID 1 of the new PID namespace: dies with the first stage, mounts its own
+/// `/proc`, confines itself and becomes the program.
+fn init_mode(spec: Option<&str>) -> i32 {
+    let spec = match parse_spec(spec) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if let Err(e) = confine::become_namespace_init() {
+        return fail(&e);
+    }
+    become_program(&spec)
+}
+
+/// Starts the second stage (the first process of the new PID namespace) with this spec and
+/// waits for it: its exit code is this process's, and a signal that ended it ends this one too.
+fn supervise(spec: &SandboxSpec) -> i32 {
+    let json = match serde_json::to_string(spec) {
+        Ok(j) => j,
+        Err(e) => return fail(&SandboxError::Helper(e.to_string())),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return fail(&SandboxError::Helper(format!("current_exe: {e}"))),
+    };
+    let status = match command(&exe).arg(INIT_MODE).arg(json).status() {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(&SandboxError::Helper(format!(
+                "start the namespace's init: {e}"
+            )));
+        }
+    };
+    use std::os::unix::process::ExitStatusExt as _;
+    if let Some(signal) = status.signal() {
+        if let Ok(sig) = nix::sys::signal::Signal::try_from(signal) {
+            let _ = nix::sys::signal::raise(sig);
+        }
+        return 128 + signal;
+    }
+    status.code().unwrap_or(CONFINE_FAILED)
+}
+
+/// Applies the remaining confinement (limits, Landlock, the UNIX socket filter) and becomes the
+/// program; returns only on failure.
+fn become_program(spec: &SandboxSpec) -> i32 {
+    if let Err(e) = confine_self(spec) {
         return fail(&e);
     }
     let err = command(&spec.program)
@@ -74,9 +149,6 @@ pub(crate) fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 fn confine_self(spec: &SandboxSpec) -> Result<(), SandboxError> {
-    if !spec.network {
-        confine::enter_network_namespace()?;
-    }
     confine::apply_limits(&spec.limits)?;
     if spec.landlock {
         match confine::apply_landlock(&spec.write_roots, spec.read_roots.as_deref())? {
@@ -87,6 +159,9 @@ fn confine_self(spec: &SandboxSpec) -> Result<(), SandboxError> {
                 ));
             }
         }
+    }
+    if spec.unix_sockets_off {
+        confine::block_unix_sockets()?;
     }
     Ok(())
 }
@@ -120,6 +195,9 @@ fn probe_mode(args: &[String]) -> i32 {
             detail: "a variable planted in the helper's environment did not reach the program"
                 .into(),
         },
+        Some("descriptors") => probe_descriptors(args.get(1).map(String::as_str)),
+        Some("processes") => probe_processes(args.get(1).map(String::as_str)),
+        Some("unix") => probe_unix(args.get(1).map(String::as_str)),
         other => {
             return fail(&SandboxError::Helper(format!("unknown probe {other:?}")));
         }
@@ -203,6 +281,124 @@ fn probe_netns() -> ProbeResult {
         },
         Err(e) => unsupported(format!("loopback connect failed unexpectedly: {e}")),
         Ok(_) => unsupported("loopback is reachable in the new namespace".into()),
+    }
+}
+
+/// What the contained side of the descriptor, process and UNIX socket probes is told: a
+/// descriptor number the parent left open, a host process id, and the host's sockets.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct IsolationProbe {
+    /// The descriptor the parent left open (not close-on-exec) to a file outside.
+    #[serde(default)]
+    pub(crate) descriptor: Option<i32>,
+    /// A host process (the parent) the program must neither see nor signal.
+    #[serde(default)]
+    pub(crate) host_pid: Option<i32>,
+    /// A socket file the parent listens on.
+    #[serde(default)]
+    pub(crate) socket_path: Option<PathBuf>,
+    /// An abstract socket name the parent listens on.
+    #[serde(default)]
+    pub(crate) abstract_name: Option<String>,
+}
+
+fn isolation_probe(spec: Option<&str>) -> Result<IsolationProbe, ProbeResult> {
+    spec.map(serde_json::from_str::<IsolationProbe>)
+        .and_then(Result::ok)
+        .ok_or_else(|| unsupported("bad probe spec".into()))
+}
+
+/// Run as the contained program: writes through the descriptor the parent left open. Refused
+/// (the descriptor is gone) proves the isolation; a write that lands is an escape.
+fn probe_descriptors(spec: Option<&str>) -> ProbeResult {
+    let fd = match isolation_probe(spec).map(|p| p.descriptor) {
+        Ok(Some(fd)) => fd,
+        Ok(None) => return unsupported("no descriptor to try".into()),
+        Err(r) => return r,
+    };
+    let path = format!("/proc/self/fd/{fd}");
+    let write = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(b"escaped through an inherited descriptor\n"));
+    match write {
+        Ok(()) => unsupported(format!(
+            "a write through inherited descriptor {fd} succeeded"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ProbeResult {
+            status: "enforced".into(),
+            detail: format!(
+                "descriptor {fd}, left open by the caller on a file outside, was closed before the program ran; writing through it failed: {e}"
+            ),
+        },
+        Err(e) => unsupported(format!("descriptor {fd}: unexpected error {e}")),
+    }
+}
+
+/// Run as the contained program (isolated): it must be PID 1 of its own namespace, see no host
+/// process in `/proc`, and fail to signal the host process it was told about.
+fn probe_processes(spec: Option<&str>) -> ProbeResult {
+    let host = match isolation_probe(spec).map(|p| p.host_pid) {
+        Ok(Some(pid)) => pid,
+        Ok(None) => return unsupported("no host process to try".into()),
+        Err(r) => return r,
+    };
+    let me = std::process::id();
+    let visible: Vec<String> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| {
+                let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                name.bytes().all(|b| b.is_ascii_digit()).then_some(name)
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    let seen = std::path::Path::new(&format!("/proc/{host}")).exists();
+    let signal = nix::sys::signal::kill(nix::unistd::Pid::from_raw(host), None);
+    match (me, seen, signal) {
+        (1, false, Err(e)) => ProbeResult {
+            status: "enforced".into(),
+            detail: format!(
+                "the program is PID 1 of its own PID namespace; /proc shows {} process(es) ({}), not host process {host}; kill({host}, 0) failed: {e}",
+                visible.len(),
+                visible.join(", ")
+            ),
+        },
+        (_, _, Ok(())) => unsupported(format!("the program could signal host process {host}")),
+        (_, true, _) => unsupported(format!("the program sees host process {host} in /proc")),
+        (pid, ..) => unsupported(format!(
+            "the program is PID {pid}, not PID 1 of a namespace"
+        )),
+    }
+}
+
+/// Run as the contained program (network off, UNIX sockets off): connecting to the host's
+/// socket file and to its abstract socket must both fail.
+fn probe_unix(spec: Option<&str>) -> ProbeResult {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    let probe = match isolation_probe(spec) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (Some(path), Some(name)) = (probe.socket_path, probe.abstract_name) else {
+        return unsupported("no sockets to try".into());
+    };
+    let by_path = UnixStream::connect(&path);
+    let by_name = SocketAddr::from_abstract_name(name.as_bytes())
+        .and_then(|addr| UnixStream::connect_addr(&addr));
+    match (by_path, by_name) {
+        (Err(p), Err(n)) => ProbeResult {
+            status: "enforced".into(),
+            detail: format!(
+                "connecting to the host's socket file failed ({p}) and to its abstract socket failed ({n})"
+            ),
+        },
+        (Ok(_), _) => unsupported(format!(
+            "connected to the host's socket file {}",
+            path.display()
+        )),
+        (_, Ok(_)) => unsupported(format!("connected to the host's abstract socket @{name}")),
     }
 }
 

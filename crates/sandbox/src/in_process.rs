@@ -40,23 +40,18 @@ impl InProcessBackend {
     pub fn new() -> Self {
         let reference = BackendRef::new(IN_PROCESS)
             .unwrap_or_else(|e| unreachable!("`{IN_PROCESS}` is a valid backend name: {e}"));
-        let entries = [
-            Capability::FilesystemWriteRoots,
-            Capability::FilesystemReadRoots,
-            Capability::NetworkOff,
-            Capability::EnvAllowlist,
-            Capability::ResourceLimits,
-            Capability::ProcessIsolation,
-        ]
-        .into_iter()
-        .map(|capability| CapabilityEntry {
+        let entries = Capability::ALL
+            .into_iter()
+            .map(|capability| {
+                CapabilityEntry {
             capability,
             status: CapabilityStatus::Unsupported,
             detail:
                 "in-process backend: runs with the caller's full authority; enforces no containment"
                     .into(),
-        })
-        .collect();
+        }
+            })
+            .collect();
         Self {
             report: CapabilityReport {
                 backend: reference,

@@ -1,5 +1,7 @@
-//! Contained process spawning: Landlock write roots, a user + network namespace, an environment
-//! allowlist and resource limits, each proven by a probe before it is claimed.
+//! Contained process spawning: Landlock write roots, a user + network namespace, processes of
+//! its own (a PID namespace), no inherited descriptor, the host's UNIX sockets out of reach (a
+//! seccomp filter), an environment allowlist and resource limits, each proven by a probe before
+//! it is claimed.
 //!
 //! Principal types: [`SubprocessBackend`] (the contracts `EffectBackend` that runs processes
 //! under proven containment) and the re-exec helper ([`helper::dispatch`]), which any binary can
@@ -8,7 +10,8 @@
 //! Key design decision: confinement is applied by a fresh, single-threaded helper process that
 //! then `exec`s the program, never in a `pre_exec` closure inside the caller's multi-threaded
 //! runtime, where only async-signal-safe calls are allowed. The helper can therefore use safe
-//! wrappers (`landlock`, `nix`) and report errors, and this crate needs no `unsafe` at all.
+//! wrappers (`landlock`, `nix`, `seccompiler`) and report errors, and this crate needs no
+//! `unsafe` at all.
 //!
 //! **Invariant:** a capability is reported as enforced only after a probe proved it on this
 //! machine, and a process that asks for containment the backend has not proven does not run.

@@ -45,4 +45,14 @@ pub struct SandboxSpec {
     pub landlock: bool,
     /// Resource limits.
     pub limits: Limits,
+    /// Whether it gets processes of its own: a fresh user, mount and PID namespace where it is
+    /// PID 1 with its own `/proc`, so it can neither see nor signal the host's processes, and
+    /// everything it starts ends with it.
+    #[serde(default)]
+    pub isolate_processes: bool,
+    /// Whether the host's UNIX sockets are out of reach: a seccomp filter refuses to create a
+    /// UNIX socket (a socket pair stays allowed) or an io_uring (which could create one).
+    /// Used with `network: false`, whose namespace also hides abstract sockets.
+    #[serde(default)]
+    pub unix_sockets_off: bool,
 }

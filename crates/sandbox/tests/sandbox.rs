@@ -59,6 +59,8 @@ fn probes_prove_what_this_machine_enforces() {
         Capability::NetworkOff,
         Capability::EnvAllowlist,
         Capability::ProcessIsolation,
+        Capability::DescriptorIsolation,
+        Capability::UnixSocketsOff,
     ] {
         let entry = report.entries.iter().find(|e| e.capability == cap).unwrap();
         assert_eq!(
@@ -70,7 +72,7 @@ fn probes_prove_what_this_machine_enforces() {
     }
     assert_eq!(
         report.entries.len(),
-        6,
+        Capability::ALL.len(),
         "every capability is reported exactly once"
     );
     assert!(backend().backend_ref().capability_digest().is_some());

@@ -170,6 +170,13 @@ impl BashTool {
         if self.containment.env_allowlist == Requirement::Optional {
             out.push(Capability::EnvAllowlist);
         }
+        if self.containment.network_off != NetworkRequirement::Required {
+            out.push(Capability::UnixSocketsOff);
+        }
+        if self.containment.process_isolation == Requirement::Optional {
+            out.push(Capability::ProcessIsolation);
+            out.push(Capability::DescriptorIsolation);
+        }
         out
     }
 }

@@ -21,7 +21,7 @@ use warden_tools::{BashTool, ListTool, ReadTool, TRUNCATION_MARKER, Workspace};
 const ALLOW: &str = "default = \"allow\"\n";
 
 /// The policy's `[containment]` table made optional: the in-process backend may run `bash`.
-const OPTIONAL: &str = "[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n";
+const OPTIONAL: &str = "[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\nprocess_isolation = \"optional\"\n";
 
 fn snapshot(workspace: &Path, policy: &str) -> Arc<PolicySnapshot> {
     let file = LoadedPolicy::from_text(policy.into(), Format::Toml, "p.toml", "p", None).unwrap();
@@ -547,7 +547,10 @@ fn bash_runs_in_the_workspace_on_the_in_process_backend_when_containment_is_opti
         [
             Capability::FilesystemWriteRoots,
             Capability::EnvAllowlist,
-            Capability::NetworkOff
+            Capability::ProcessIsolation,
+            Capability::DescriptorIsolation,
+            Capability::NetworkOff,
+            Capability::UnixSocketsOff,
         ]
     );
     assert!(
@@ -560,7 +563,7 @@ fn bash_runs_in_the_workspace_on_the_in_process_backend_when_containment_is_opti
     assert_eq!(Path::new(&pwd), std::fs::canonicalize(dir.path()).unwrap());
     let o = run(&ex, "bash", json!({"command": "false"}));
     assert_eq!(failure(&o).kind, "exit_status");
-    assert_eq!(o.degradations().len(), 3, "a failure records it too");
+    assert_eq!(o.degradations().len(), 6, "a failure records it too");
     // Killed at its time limit.
     let started = std::time::Instant::now();
     let o = run(
@@ -592,7 +595,7 @@ fn required_containment_the_in_process_backend_cannot_prove_denies_before_bash_r
     // The file tools spawn nothing: the backend's containment does not apply to them.
     assert!(run(&ex, "write", json!({"path": "f", "content": "x"})).is_success());
     // One mechanism still required: denied, naming only that one.
-    let policy = "default = \"allow\"\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"allowed\"\nenv_allowlist = \"required\"\n";
+    let policy = "default = \"allow\"\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"allowed\"\nenv_allowlist = \"required\"\nprocess_isolation = \"optional\"\n";
     let ex = executor(dir.path(), policy);
     let o = run(&ex, "bash", json!({"command": "touch made"}));
     let reason = denial(&o);
@@ -601,7 +604,7 @@ fn required_containment_the_in_process_backend_cannot_prove_denies_before_bash_r
     assert!(!reason.message.contains("write_roots"));
     assert!(!dir.path().join("made").exists());
     // `network_off = "allowed"` asks for nothing: no degradation for it.
-    let policy = "default = \"allow\"\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"allowed\"\nenv_allowlist = \"optional\"\n";
+    let policy = "default = \"allow\"\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"allowed\"\nenv_allowlist = \"optional\"\nprocess_isolation = \"optional\"\n";
     let ex = executor(dir.path(), policy);
     let o = run(&ex, "bash", json!({"command": "touch made"}));
     assert!(o.is_success(), "{o:?}");

@@ -351,7 +351,7 @@ fn signed_receipts_round_trip_from_approve_to_exec_and_every_other_receipt_is_re
     keygen(d, "intruder.pem");
     let text = format!(
         "default = \"deny\"\nask = [\"write\"]\n\n[approvers.ops]\nkeys = [\"{hex}\"]\n\n\
-         [containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n"
+         [containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\nprocess_isolation = \"optional\"\n"
     );
     let policy = write(d, "policy.toml", &text);
     let ws = d.join("ws");

@@ -30,7 +30,7 @@ deny = ["bash(rm:*)"]
 "#;
 
 /// Every mechanism optional, for the in-process backend or a simulated kernel.
-const OPTIONAL: &str = "\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\n";
+const OPTIONAL: &str = "\n[containment]\nwrite_roots = \"optional\"\nnetwork_off = \"optional\"\nenv_allowlist = \"optional\"\nprocess_isolation = \"optional\"\n";
 
 /// Runs `warden exec` in `dir` with `policy`, workspace `dir/ws` and `extra` arguments (shared
 /// with `exec_evidence`).
@@ -375,6 +375,176 @@ fn exec_contained_bash_cannot_create_a_file_outside_its_write_root() {
     assert!(!outside.path().join("via-link").exists());
 }
 
+/// A policy for the side-door tests: the commands are allowed, so only containment stands
+/// between them and the host.
+const SIDE_DOORS: &str = r#"
+default = "deny"
+allow = ["bash(echo:*)", "bash(kill:*)", "bash(cat:*)", "bash(python3:*)", "bash(sleep:*)"]
+"#;
+
+/// A descriptor the caller of `warden exec` left open on a file outside the workspace does not
+/// reach the contained program: `exec 7>>outside; warden exec … 'echo escaped >&7'`.
+#[test]
+fn exec_contained_bash_cannot_write_through_an_inherited_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside.log");
+    std::fs::write(&outside, "").unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let policy = write(dir.path(), "side.toml", SIDE_DOORS);
+    let script = format!(
+        "exec 7>>{outside}; exec {warden} exec --policy {policy} --cwd ws --format json --tool bash --args '{{\"command\":\"echo escaped >&7\"}}'",
+        outside = outside.display(),
+        warden = env!("CARGO_BIN_EXE_warden"),
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let v = parse(&out);
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Bad file descriptor"),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "",
+        "nothing escaped"
+    );
+    // Uncontained (in-process, containment optional) the write lands: the check is not vacuous.
+    let optional = write(
+        dir.path(),
+        "optional.toml",
+        &format!("{SIDE_DOORS}{OPTIONAL}"),
+    );
+    let script = script.replace(&policy, &format!("{optional} --backend in-process"));
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(parse(&out)["outcome"], "succeeded");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "escaped\n");
+}
+
+/// The contained program can neither signal nor see a process of the host, and nothing it
+/// starts in the background outlives the call.
+#[test]
+fn exec_contained_bash_cannot_signal_or_see_host_processes_and_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = host.id();
+    let command = format!("kill -KILL {pid}; cat /proc/{pid}/status; echo done");
+    let (out, v) = exec_with(
+        dir.path(),
+        SIDE_DOORS,
+        "bash",
+        &json!({"command": command}),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let stderr = v["result"]["stderr"].as_str().unwrap();
+    assert!(stderr.contains("No such process"), "{v}");
+    assert!(stderr.contains("No such file or directory"), "{v}");
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "the host process was killed from inside"
+    );
+    // Uncontained (in-process, containment optional) the same command kills it: the check
+    // above is not vacuous.
+    let optional = format!("{SIDE_DOORS}{OPTIONAL}");
+    let (_, v) = exec_with(
+        dir.path(),
+        &optional,
+        "bash",
+        &json!({"command": command}),
+        &["--backend", "in-process"],
+    );
+    assert_eq!(v["outcome"], "succeeded", "{v}");
+    let status = host.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(9), "{v}");
+    // A background job of the call ends with it: its late effect never lands.
+    let late = dir.path().join("ws/late");
+    let command = format!(
+        "(sleep 1; echo late > {}) > /dev/null 2>&1 & echo started",
+        late.display()
+    );
+    let policy = SIDE_DOORS.replace("allow = [", "allow = [\"write\", ");
+    let (out, v) = exec_with(
+        dir.path(),
+        &policy,
+        "bash",
+        &json!({"command": command}),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert!(!late.exists(), "a background job outlived the call");
+}
+
+/// With the network off, the host's UNIX sockets are out of reach too: neither a socket file
+/// (think docker.sock, an SSH agent) nor an abstract socket sees a connection.
+#[test]
+fn exec_contained_bash_cannot_reach_a_host_unix_socket() {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.sock");
+    let by_path = UnixListener::bind(&path).unwrap();
+    let name = format!("warden-test-{}", std::process::id());
+    let by_name =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    for l in [&by_path, &by_name] {
+        l.set_nonblocking(true).unwrap();
+    }
+    let script = format!(
+        "import socket\nfor a in ({path:?}, '\\0{name}'):\n    try:\n        s = socket.socket(socket.AF_UNIX)\n        s.connect(a); print('connected', repr(a))\n    except OSError as e:\n        print('refused', e)\n",
+        path = path.display().to_string(),
+    );
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    std::fs::write(dir.path().join("ws/connect.py"), &script).unwrap();
+    let (out, v) = exec_with(
+        dir.path(),
+        SIDE_DOORS,
+        "bash",
+        &json!({"command": "python3 connect.py"}),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert!(!v.to_string().contains("connected"), "{v}");
+    for (l, what) in [
+        (&by_path, "the socket file"),
+        (&by_name, "the abstract socket"),
+    ] {
+        match l.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("{what} saw a connection: {other:?}"),
+        }
+    }
+    // The same script uncontained does connect: the check above is not vacuous.
+    let (_, v) = exec_with(
+        dir.path(),
+        &format!("{SIDE_DOORS}{OPTIONAL}"),
+        "bash",
+        &json!({"command": "python3 connect.py"}),
+        &["--backend", "in-process"],
+    );
+    assert_eq!(
+        v["result"]["stdout"]
+            .as_str()
+            .unwrap()
+            .matches("connected")
+            .count(),
+        2,
+        "{v}"
+    );
+}
+
 #[test]
 fn exec_contained_bash_cannot_connect_to_a_loopback_listener() {
     let dir = tempfile::tempdir().unwrap();
@@ -632,7 +802,14 @@ fn exec_probe_honesty_optional_containment_runs_and_records_the_degradation() {
         .collect();
     assert_eq!(
         degraded,
-        ["filesystem_write_roots", "env_allowlist", "network_off"]
+        [
+            "filesystem_write_roots",
+            "env_allowlist",
+            "process_isolation",
+            "descriptor_isolation",
+            "network_off",
+            "unix_sockets_off"
+        ]
     );
 
     // Landlock optional but missing: the executor admits the call and the backend runs it

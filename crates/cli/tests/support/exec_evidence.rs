@@ -20,6 +20,7 @@ allow = ["write", "read", "bash(echo:*)", "bash(sleep:*)"]
 write_roots = "optional"
 network_off = "optional"
 env_allowlist = "optional"
+process_isolation = "optional"
 "#;
 
 /// `warden exec` in `dir` (workspace `dir/ws`, store `dir/ev.db`, in-process backend).
