@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 #[path = "support/approve.rs"]
 mod approve;
+#[path = "support/bash_oracle.rs"]
+mod bash_oracle;
 #[path = "support/describe.rs"]
 mod describe;
 #[path = "support/docs.rs"]
@@ -26,6 +28,8 @@ mod export;
 mod guard;
 #[path = "support/hook.rs"]
 mod hook;
+#[path = "support/oracle.rs"]
+mod oracle;
 #[path = "support/replay.rs"]
 mod replay;
 #[path = "support/scope.rs"]

@@ -9,31 +9,57 @@ use crate::engine::Call;
 use crate::matcher::{MatcherKind, Value};
 use crate::shell::{self, ShellSubject};
 
-/// Resolves symlinks in `path` (absolute): the longest existing ancestor is canonicalized and
-/// the rest is appended. Returns `None` when nothing along the path exists or resolves.
+/// The most symlinks one path may pass through (the kernel's own bound, `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// Resolves symlinks in `path` (absolute) as the kernel would to open it for writing: each
+/// component in turn, a symlink replaced by its target (relative to the link's folder) and
+/// resolved again, **including a final symlink whose target does not exist yet** (a write
+/// creates the target: `src/link → ../.git/hooks/pre-commit` writes the hook); a component
+/// that does not exist is kept as written, with the rest. Returns `None` for a link loop
+/// (more than 40 links), which no write gets through.
 pub fn resolve_existing(path: &Path) -> Option<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(resolved) = std::fs::canonicalize(&existing) {
-            let mut out = resolved;
-            for part in rest.iter().rev() {
-                out.push(part);
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut current = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            current.pop();
+            continue;
+        }
+        if part == "." {
+            continue;
+        }
+        let candidate = current.join(&part);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return None;
+                }
+                let target = std::fs::read_link(&candidate).ok()?;
+                if target.is_absolute() {
+                    current = PathBuf::from("/");
+                }
+                for c in target.components().rev() {
+                    match c {
+                        Component::Normal(p) => pending.push_front(p.to_owned()),
+                        Component::ParentDir => pending.push_front("..".into()),
+                        _ => {}
+                    }
+                }
             }
-            return Some(out);
-        }
-        let name = existing.file_name()?.to_owned();
-        rest.push(name);
-        if !existing.pop() {
-            return None;
-        }
-        if existing
-            .components()
-            .all(|c| matches!(c, Component::RootDir))
-        {
-            return None;
+            _ => current = candidate,
         }
     }
+    Some(current)
 }
 
 /// Fills `call.resolved_paths` for the call's path argument, when its tool matches paths, and

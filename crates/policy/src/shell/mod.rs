@@ -30,9 +30,11 @@
 //! assert!(!warden_policy::shell::is_read_only("find . -delete"));
 //! ```
 
+mod arith;
 mod fast;
 mod normalize;
 mod parse;
+mod programs;
 mod readonly;
 mod walk;
 mod word;
@@ -55,6 +57,9 @@ pub const MAX_SUBJECTS: usize = 4096;
 /// The most words after a wrapper whose options are not understood: each later word is tried
 /// as the start of the inner command by deny and ask rules; past this the program is unknown.
 pub const MAX_WRAPPER_SUFFIXES: usize = 256;
+/// The most wrapper layers one simple command may nest (`env env … timeout 1 nice rm`): each
+/// layer is another reading, so past this the program is unknown.
+pub const MAX_WRAPPER_DEPTH: usize = 32;
 
 /// One thing a shell command would do that a rule can decide.
 #[derive(Debug, Clone, PartialEq, Eq)]

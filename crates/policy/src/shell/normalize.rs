@@ -7,7 +7,7 @@ use super::wrappers::{
     Inner, Kind, ShellInvocation, inner_start, is_shell, payload_option, runner_subcommand,
     shell_invocation, wrapper,
 };
-use super::{MAX_WRAPPER_SUFFIXES, ShellCommand};
+use super::{MAX_WRAPPER_DEPTH, MAX_WRAPPER_SUFFIXES, ShellCommand};
 
 /// Where a simple command's standard input comes from (it decides what a shell run without
 /// `-c` executes).
@@ -58,6 +58,12 @@ pub struct Normalized {
     pub commands: Vec<ShellCommand>,
     /// Literal payloads to parse in turn.
     pub payloads: Vec<Payload>,
+    /// Files the program writes through an option or operand (`sort -o f`, `sed -i f`,
+    /// `sed 'w f'`): `write` subjects, decided like a redirect's target.
+    pub writes: Vec<super::Redirect>,
+    /// Subjects for what cannot be known (input run as code), after the payloads' subjects so
+    /// a deny rule that fires on a payload is the one cited.
+    pub unknown: Vec<ShellCommand>,
 }
 
 /// How deeply `find -exec find -exec …` may nest before the command is unknown.
@@ -133,6 +139,10 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         read_only: false,
         constraint: false,
     };
+    let code_assignment = command
+        .assignments
+        .iter()
+        .find_map(super::programs::code_assignment);
     if words.is_empty() {
         // Only assignments: they run nothing, but later commands see them.
         c.normalized = literal();
@@ -145,17 +155,30 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                     "the assignment `{}` holds a command substitution as text, which arithmetic evaluation would run",
                     super::word::shorten(&a.written)
                 )
-            });
+            })
+            .or(code_assignment);
         out.commands.push(c);
         return out;
+    }
+    if let Some(why) = code_assignment {
+        c.unknown = Some(why);
     }
 
     let mut readings: Vec<Vec<String>> = Vec::new();
     let mut primary: Vec<String> = Vec::new();
     let mut context = false;
     let mut i = 0;
-    // Each step consumes at least one word, so this ends.
+    let mut layers = 0;
+    // Each step consumes at least one word, so this ends; each layer costs the words after
+    // it, so the layers are bounded to keep the whole linear.
     while let Some(program) = words.get(i) {
+        layers += 1;
+        if layers > MAX_WRAPPER_DEPTH {
+            c.unknown = Some(format!(
+                "the command nests more than {MAX_WRAPPER_DEPTH} wrappers (`timeout`, `env`, `nice`, …)"
+            ));
+            break;
+        }
         let name = program_name(&program.value);
         let norm: Vec<String> = std::iter::once(name.clone())
             .chain(words[i + 1..].iter().map(|w| w.value.clone()))
@@ -207,6 +230,9 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                     continue;
                 }
                 (Kind::Extending, Inner::At(j)) => {
+                    if let Some(why) = input_into_code(&name, &words[i + 1..j], &words[j..]) {
+                        out.unknown.push(unknown_subject(&command.text, why));
+                    }
                     c.extends = true;
                     c.via = Some(name.clone());
                     c.written = assigned_written
@@ -230,6 +256,20 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         if is_shell(&name) {
             shell(&mut c, &mut out, command, &name, i, context);
             break;
+        }
+        let effects = super::programs::effects(&name, &words[i + 1..]);
+        if let Some(why) = effects.unknown {
+            c.unknown.get_or_insert(why);
+        }
+        for (text, via) in effects.payloads {
+            out.payloads.push(Payload {
+                text,
+                via,
+                constraint: context,
+            });
+        }
+        for (path, how) in effects.writes {
+            out.writes.push(program_write(path, &how));
         }
         match name.as_str() {
             "eval" => {
@@ -255,6 +295,12 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                 }
             }
             "find" => find(&mut c, &mut out, words, i, depth),
+            "let" | "declare" | "typeset" | "local" | "export" | "readonly" | "read"
+            | "mapfile" | "readarray" | "getopts" | "unset" | "printf" | "test" | "[" => {
+                if let Some(why) = super::arith::command(&name, &words[i + 1..]) {
+                    c.unknown = Some(why);
+                }
+            }
             // Commands that change what a later name runs: an alias's value is a payload
             // (zsh expands aliases in scripts); `hash -p` and `enable -f` rebind a name to
             // any file, so what later commands run cannot be known.
@@ -321,6 +367,100 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         });
     out.commands.insert(0, c);
     out
+}
+
+/// Why an argument-extending wrapper's inner command runs its input as code, if it does: the
+/// inner program is a shell, `eval` or `source`, and one of its words holds the string the
+/// wrapper replaces with input (`find -exec sh -c {}`, `xargs -I{} sh -c 'echo {}'`), so the
+/// payload is not known when the call is decided.
+fn input_into_code(wrapper: &str, options: &[Word], inner: &[Word]) -> Option<String> {
+    let replace = match wrapper {
+        "find" => Some("{}".to_owned()),
+        "xargs" => xargs_replace(options),
+        _ => None,
+    }?;
+    let program = program_name(&inner.first()?.value);
+    let code: Vec<&Word> = if is_shell(&program) {
+        // The `-c` payload, or else the script operand; arguments after it are data.
+        let args = &inner[1..];
+        match args.iter().position(|w| {
+            w.value.starts_with('-') && !w.value.starts_with("--") && w.value.contains('c')
+        }) {
+            Some(k) => args.get(k + 1).into_iter().collect(),
+            None => args
+                .iter()
+                .find(|w| !w.value.starts_with('-'))
+                .into_iter()
+                .collect(),
+        }
+    } else if matches!(program.as_str(), "eval" | "source" | ".") {
+        inner[1..].iter().collect()
+    } else {
+        Vec::new()
+    };
+    code.iter().any(|w| w.value.contains(&replace)).then(|| {
+        format!(
+            "`{wrapper}` puts its input where `{replace}` is, inside code `{program}` runs: the payload is not known when the call is decided"
+        )
+    })
+}
+
+/// A subject that is never allowed, for a part of `text` Warden cannot know; it comes after
+/// the command's own subjects, so a deny rule that also fires is the one cited.
+fn unknown_subject(text: &str, why: String) -> ShellCommand {
+    ShellCommand {
+        text: text.to_owned(),
+        written: vec![text.to_owned()],
+        normalized: vec![text.to_owned()],
+        also: Vec::new(),
+        unknown: Some(why),
+        extends: false,
+        hazards: Vec::new(),
+        via: None,
+        read_only: false,
+        constraint: false,
+    }
+}
+
+/// The string `xargs -I R` / `-i[R]` / `--replace[=R]` replaces with input.
+fn xargs_replace(options: &[Word]) -> Option<String> {
+    let mut k = 0;
+    while let Some(w) = options.get(k) {
+        let v = w.value.as_str();
+        if v == "-I" {
+            return options.get(k + 1).map(|w| w.value.clone());
+        }
+        if let Some(r) = v.strip_prefix("-I") {
+            return Some(r.to_owned());
+        }
+        if v == "-i" || v == "--replace" {
+            return Some("{}".to_owned());
+        }
+        if let Some(r) = v
+            .strip_prefix("--replace=")
+            .or_else(|| v.strip_prefix("-i"))
+        {
+            return Some(if r.is_empty() {
+                "{}".to_owned()
+            } else {
+                r.to_owned()
+            });
+        }
+        k += 1;
+    }
+    None
+}
+
+/// A file a program writes, as a `write` subject decided like a redirect's target.
+fn program_write(path: String, how: &str) -> super::Redirect {
+    let unknown = path
+        .is_empty()
+        .then(|| format!("{how} writes a file with an empty name"));
+    super::Redirect {
+        text: format!("{how}: {path}"),
+        path,
+        unknown,
+    }
 }
 
 /// A program's normalized name: its path removed, lower-cased.
@@ -573,6 +713,9 @@ fn find(c: &mut ShellCommand, out: &mut Normalized, words: &[Word], i: usize, de
                     c.unknown = Some(format!("`find {v}` nests more than {MAX_INNER_DEPTH} deep"));
                     return;
                 }
+                if let Some(why) = input_into_code("find", &[], &words[start..end]) {
+                    out.unknown.push(unknown_subject(&c.text, why));
+                }
                 let inner_words = words[start..end].to_vec();
                 let text: Vec<&str> = inner_words.iter().map(|w| w.written.as_str()).collect();
                 let inner = SimpleCommand {
@@ -591,6 +734,8 @@ fn find(c: &mut ShellCommand, out: &mut Normalized, words: &[Word], i: usize, de
                 }
                 out.commands.append(&mut n.commands);
                 out.payloads.append(&mut n.payloads);
+                out.writes.append(&mut n.writes);
+                out.unknown.append(&mut n.unknown);
                 k = end + 1;
             }
             "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {

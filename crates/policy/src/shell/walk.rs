@@ -61,7 +61,156 @@ pub(super) fn split(command: &str) -> Result<Vec<ShellSubject>, SplitError> {
             }
         }
     }
+    follow_directory_changes(&mut out);
     Ok(out)
+}
+
+/// The most directories a relative target may be resolved against after `cd`s; past it the
+/// target is unknown.
+const MAX_DIRECTORIES: usize = 8;
+
+/// After `cd DIR` (or `pushd DIR`), bash resolves a relative redirect target against `DIR`,
+/// not the call's working directory: each later relative `write` or `read` subject also gets
+/// a subject for every directory the shell may be in by then (the working directory stays
+/// one of them: a `cd` can fail, or run in a subshell). After a `cd` whose target is not a
+/// literal (`cd "$D"`, `cd -`, `popd`), a later relative target is unknown.
+fn follow_directory_changes(subjects: &mut Vec<ShellSubject>) {
+    let mut dirs: Vec<String> = vec![String::new()];
+    let mut lost: Option<String> = None;
+    let mut out = Vec::with_capacity(subjects.len());
+    for s in subjects.drain(..) {
+        match &s {
+            ShellSubject::Command(c) => {
+                if let Some(change) = directory_change(c) {
+                    match change {
+                        Ok(target) => {
+                            let mut next = dirs.clone();
+                            for d in &dirs {
+                                let joined = join_dir(d, &target);
+                                if !next.contains(&joined) {
+                                    next.push(joined);
+                                }
+                            }
+                            if next.len() > MAX_DIRECTORIES {
+                                lost.get_or_insert(format!(
+                                    "the command changes directory more than {MAX_DIRECTORIES} ways"
+                                ));
+                            }
+                            dirs = next;
+                        }
+                        Err(why) => {
+                            lost.get_or_insert(why);
+                        }
+                    }
+                }
+                out.push(s);
+            }
+            ShellSubject::Write(r) | ShellSubject::Read(r) => {
+                let relative = !r.path.starts_with('/') && !r.path.starts_with('~');
+                if !relative || (dirs.len() == 1 && lost.is_none()) {
+                    out.push(s);
+                    continue;
+                }
+                let write = matches!(s, ShellSubject::Write(_));
+                let make = |path: String, text: String, unknown: Option<String>| {
+                    let r = Redirect {
+                        text,
+                        path,
+                        unknown,
+                    };
+                    if write {
+                        ShellSubject::Write(r)
+                    } else {
+                        ShellSubject::Read(r)
+                    }
+                };
+                let mut original = r.clone();
+                if let Some(why) = &lost {
+                    original.unknown.get_or_insert_with(|| {
+                        format!("after a change of directory Warden cannot follow ({why}), the relative target `{}` is not known", r.path)
+                    });
+                }
+                let extra: Vec<ShellSubject> = dirs
+                    .iter()
+                    .filter(|d| !d.is_empty())
+                    .map(|d| {
+                        make(
+                            join_dir(d, &r.path),
+                            format!("{} (after `cd {d}`)", r.text),
+                            original.unknown.clone(),
+                        )
+                    })
+                    .collect();
+                out.push(make(
+                    original.path.clone(),
+                    original.text.clone(),
+                    original.unknown.clone(),
+                ));
+                out.extend(extra);
+            }
+        }
+    }
+    *subjects = out;
+}
+
+/// A `cd`/`pushd`/`popd` subject's target: `Ok(dir)` for a literal one (`~` for none),
+/// `Err(why)` when it cannot be known; `None` for any other command.
+fn directory_change(c: &ShellCommand) -> Option<Result<String, String>> {
+    let (program, args) = c.normalized.split_first()?;
+    if !matches!(program.as_str(), "cd" | "pushd" | "popd") {
+        return None;
+    }
+    let args: Vec<&String> = args
+        .iter()
+        .filter(|a| !matches!(a.as_str(), "-L" | "-P" | "-e" | "-@" | "--"))
+        .collect();
+    let dynamic = |a: &str| a.contains(['$', '`', '*', '?', '[', '{']) || a.starts_with("<(");
+    Some(match (program.as_str(), args.as_slice()) {
+        ("popd", _) => Err("`popd` returns to a directory of an earlier call".into()),
+        (_, []) => Ok("~".into()),
+        (_, [a]) if a.as_str() == "-" => Err("`cd -` returns to the previous directory".into()),
+        (_, [a]) if a.starts_with('+') || a.starts_with('-') => {
+            Err(format!("`{program} {a}` moves in the directory stack"))
+        }
+        (_, [a]) if dynamic(a) || c.unknown.is_some() => Err(format!(
+            "`{program} {a}` names a directory that is not a literal"
+        )),
+        (_, [a]) => Ok((*a).clone()),
+        _ => Err(format!("`{program}` with several arguments")),
+    })
+}
+
+/// `dir` then `path`, lexically (`a/b` + `../c` = `a/c`); an absolute or home path replaces.
+fn join_dir(dir: &str, path: &str) -> String {
+    if path.starts_with('/') || path.starts_with('~') || dir.is_empty() {
+        return path.to_owned();
+    }
+    let mut parts: Vec<&str> = dir
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let absolute = dir.starts_with('/');
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|l| *l != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else if joined.is_empty() {
+        ".".into()
+    } else {
+        joined
+    }
 }
 
 fn walk_text(text: &str, context: &str) -> Result<Vec<Item>, SplitError> {
@@ -95,8 +244,14 @@ fn push_normalized(items: &mut Vec<Item>, n: super::normalize::Normalized) {
     for c in n.commands {
         items.push(Item::Subject(ShellSubject::Command(c)));
     }
+    for w in n.writes {
+        items.push(Item::Subject(ShellSubject::Write(w)));
+    }
     for p in n.payloads {
         items.push(Item::Payload(p));
+    }
+    for c in n.unknown {
+        items.push(Item::Subject(ShellSubject::Command(c)));
     }
 }
 
@@ -124,6 +279,9 @@ struct Walker<'t> {
     /// list or pipeline, while bash applies it to `b` alone.
     tail_stdin: HashMap<usize, usize>,
     items: Vec<Item>,
+    /// Constructs Warden cannot know the effect of (arithmetic on something that is not a
+    /// number), emitted after the commands so a deny rule that also fires is the one cited.
+    unknown: Vec<Item>,
 }
 
 /// Kinds whose children are not a level deeper (long `a && b && …` chains nest in the tree).
@@ -143,6 +301,7 @@ impl<'t> Walker<'t> {
             extra_words: HashMap::new(),
             tail_stdin: HashMap::new(),
             items: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 
@@ -179,13 +338,28 @@ impl<'t> Walker<'t> {
                     self.assignments(f);
                 }
                 "declaration_command" | "unset_command" => self.declaration(f),
-                "test_command" => self.test_command(f),
+                "test_command" => {
+                    self.test_arithmetic(f.node);
+                    self.test_command(f);
+                }
+                "arithmetic_expansion" | "c_style_for_statement" => self.arithmetic(f.node),
+                "compound_statement" if f.node.child(0).is_some_and(|c| c.kind() == "((") => {
+                    self.arithmetic(f.node);
+                }
+                "subscript" => {
+                    if let Some(why) = super::arith::subscript(f.node, self.src) {
+                        self.unknown_construct(f.node, why);
+                    }
+                }
                 // tree-sitter-bash does not parse backticks inside heredoc bodies or `${…}`, nor
                 // nested (escaped) backticks: read those texts as bash does.
                 "heredoc_body" if !f.quoted_heredoc => {
                     self.backticks(f.node, &self.text(f.node))?;
                 }
                 "expansion" | "word" | "string_content" => {
+                    if kind == "expansion" {
+                        self.expansion_arithmetic(f.node);
+                    }
                     let text = self.text(f.node);
                     let inside_expansion = kind != "expansion" && f.parent == "expansion";
                     if text.contains('`') && !inside_expansion {
@@ -249,6 +423,7 @@ impl<'t> Walker<'t> {
                 });
             }
         }
+        self.items.append(&mut self.unknown);
         Ok(self.items)
     }
 
@@ -463,6 +638,110 @@ impl<'t> Walker<'t> {
             }));
         }
         Ok(())
+    }
+
+    /// A construct Warden cannot know the effect of: an unknown command subject naming it.
+    fn unknown_construct(&mut self, node: Node<'_>, why: String) {
+        let text = shorten(&self.text(node));
+        self.unknown
+            .push(Item::Subject(ShellSubject::Command(ShellCommand {
+                text: text.clone(),
+                written: vec![text.clone()],
+                normalized: vec![text],
+                also: Vec::new(),
+                unknown: Some(why),
+                extends: false,
+                hazards: Vec::new(),
+                via: None,
+                read_only: false,
+                constraint: false,
+            })));
+    }
+
+    /// `$((…))`, `$[…]`, `((…))`, the header of `for ((…))`: every operand a number.
+    fn arithmetic(&mut self, node: Node<'t>) {
+        let mut cursor = node.walk();
+        let parts: Vec<Node<'t>> = node
+            .named_children(&mut cursor)
+            .filter(|c| !matches!(c.kind(), "do_group" | "compound_statement"))
+            .collect();
+        if let Some(why) = parts
+            .into_iter()
+            .find_map(|p| super::arith::expression(p, self.src))
+        {
+            self.unknown_construct(node, why);
+        }
+    }
+
+    /// `[[ a -eq b ]]` (and `-ne`, `-lt`, `-le`, `-gt`, `-ge`) evaluates both operands;
+    /// `[[ -v a[i] ]]` evaluates the subscript.
+    fn test_arithmetic(&mut self, node: Node<'t>) {
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            let mut cursor = n.walk();
+            let children: Vec<Node<'t>> = n.named_children(&mut cursor).collect();
+            let op = children
+                .iter()
+                .find(|c| c.kind() == "test_operator")
+                .map(|c| self.text(*c));
+            let why = match (n.kind(), op.as_deref()) {
+                ("binary_expression", Some("-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge")) => {
+                    children
+                        .iter()
+                        .filter(|c| c.kind() != "test_operator")
+                        .find_map(|c| super::arith::expression(*c, self.src))
+                }
+                ("unary_expression", Some("-v")) => children
+                    .iter()
+                    .filter(|c| c.kind() != "test_operator")
+                    .find(|c| self.text(**c).contains('['))
+                    .map(|c| {
+                        format!(
+                            "`-v {}` evaluates the subscript of a variable name, and a subscript can run a command (`a[$(…)]`)",
+                            shorten(&self.text(*c))
+                        )
+                    }),
+                _ => None,
+            };
+            if let Some(why) = why {
+                self.unknown_construct(node, why);
+                return;
+            }
+            stack.extend(children);
+        }
+    }
+
+    /// `${s:offset:length}` evaluates its offsets; `${!name}` reads a variable named by a
+    /// value (which can name `a[$(…)]`). `${!prefix*}` and `${!a[@]}` list names and keys.
+    fn expansion_arithmetic(&mut self, node: Node<'t>) {
+        let text = self.text(node);
+        if let Some(rest) = text.strip_prefix("${!")
+            && !rest.ends_with("*}")
+            && !rest.ends_with("@}")
+            && !rest.ends_with("[@]}")
+            && !rest.ends_with("[*]}")
+        {
+            self.unknown_construct(
+                node,
+                format!(
+                    "`{}` expands a variable named by a value, which can name an array element with a command in its subscript",
+                    shorten(&text)
+                ),
+            );
+            return;
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node<'t>> = node.children(&mut cursor).collect();
+        let Some(colon) = children.iter().position(|c| c.kind() == ":") else {
+            return;
+        };
+        if let Some(why) = children[colon + 1..]
+            .iter()
+            .filter(|c| c.is_named())
+            .find_map(|c| super::arith::expression(*c, self.src))
+        {
+            self.unknown_construct(node, why);
+        }
     }
 
     /// A statement of assignments only (`X=1`, `X=$(…)`).

@@ -1,0 +1,410 @@
+//! The shell splitter held to real bash (the oracle in `oracle.rs`): for every command Warden
+//! allows — the corpora's, generated ones and mutations of allowed ones — what bash ran and
+//! wrote is covered by the allow verdict's subjects.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+
+use super::oracle::{Checked, Oracle};
+
+fn oracle() -> &'static Oracle {
+    static ORACLE: OnceLock<Oracle> = OnceLock::new();
+    ORACLE.get_or_init(|| Oracle::new(PathBuf::from(env!("CARGO_BIN_EXE_warden"))).unwrap())
+}
+
+/// A policy from TOML text.
+fn policy(text: &str) -> PolicySnapshot {
+    let file =
+        LoadedPolicy::from_text(text.into(), Format::Toml, "oracle.toml", "oracle", None).unwrap();
+    PolicySnapshot::from_files(
+        &[file],
+        PathEnv {
+            project_root: "/".into(),
+            home: None,
+        },
+    )
+    .unwrap()
+}
+
+/// Default allow, with deny rules for what an attacker wants: whatever Warden allows here, it
+/// saw every command of, so bash must run nothing else.
+const PERMISSIVE: &str = "default = \"allow\"\ndeny = [\"bash(rm:*)\", \"write(.git/**)\"]\n";
+
+#[test]
+fn oracle_smoke() {
+    let p = policy(PERMISSIVE);
+    for c in [
+        "echo hi",
+        "echo hi > out.txt",
+        "cd .git/hooks; echo x > pre-commit",
+        "trap 'rm -rf x' EXIT",
+        "f() { ls; }; f",
+        "x=$(echo a); echo \"$x\"",
+    ] {
+        eprintln!("{c:?}: {:?}", oracle().check(&p, c));
+    }
+}
+
+/// The shell corpus's commands.
+fn corpus() -> Vec<serde_json::Value> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/shell/cases.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn toml_list(v: &serde_json::Value) -> String {
+    serde_json::to_string(v.as_array().unwrap()).unwrap()
+}
+
+#[test]
+fn every_corpus_command_warden_allows_runs_nothing_else_in_real_bash() {
+    let permissive = policy(PERMISSIVE);
+    let mut findings = Vec::new();
+    let mut allowed = 0;
+    let started = std::time::Instant::now();
+    for case in corpus() {
+        let own = policy(&format!(
+            "default = \"{}\"\nallow = {}\ndeny = {}\nask = {}\n",
+            case["default"].as_str().unwrap(),
+            toml_list(&case["allow"]),
+            toml_list(&case["deny"]),
+            toml_list(&case["ask"]),
+        ));
+        let command = case["command"].as_str().unwrap();
+        for p in [&own, &permissive] {
+            match oracle().check(p, command) {
+                Ok(Checked::Covered { .. }) => allowed += 1,
+                Ok(Checked::NotAllowed(_)) => {}
+                Err(f) => findings.push(f.to_string()),
+            }
+        }
+    }
+    eprintln!("{allowed} allowed checks in {:?}", started.elapsed());
+    assert!(findings.is_empty(), "{}", findings.join("\n"));
+}
+
+mod generate {
+    //! A grammar-aware generator of commands: words, quoting, whitespace and line ends bash and
+    //! tree-sitter-bash may read differently, operators, redirects, heredocs, compound
+    //! commands, builtins that run code, and a payload inserted at a random place.
+
+    use proptest::prelude::*;
+
+    /// What an attacker wants run: each is denied by the permissive policy's rules, so a
+    /// command that hides one from Warden is allowed while bash runs it.
+    pub(super) const PAYLOADS: [&str; 4] = [
+        "rm -rf x",
+        "rm x",
+        "echo pwned > .git/hooks/pre-commit",
+        "rm -f a.txt",
+    ];
+
+    fn program() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "echo",
+            "ls",
+            "cat",
+            "git",
+            "true",
+            ":",
+            "printf",
+            "x",
+            "\"e\"cho",
+            "'ls'",
+            "\\ls",
+            "/bin/echo",
+            "cd",
+            "trap",
+            "eval",
+            "mapfile",
+            "declare",
+            "export",
+            "local",
+            "read",
+            "test",
+            "[",
+            "command",
+            "builtin",
+            "exec",
+            "env",
+            "timeout 1",
+            "nice",
+            "xargs",
+            "find .",
+            "sed",
+            "sort",
+            "git -c x=y",
+            "bash -c",
+            "sh -c",
+            "source",
+            ".",
+            "alias",
+            "printf -v v",
+            "let",
+            "shift",
+            "unset",
+            "compgen -C",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    fn argument() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a",
+            "b",
+            "\"a b\"",
+            "'q'",
+            "$x",
+            "${x}",
+            "\"$x\"",
+            "$(echo a)",
+            "`echo b`",
+            "$((1+2))",
+            "~/f",
+            "*.txt",
+            "{a,b}",
+            "-n",
+            "--",
+            "-",
+            "x$",
+            "$'\\n'",
+            "'#'",
+            "\\#",
+            "#",
+            "\"\\\\\"",
+            "a.txt",
+            "'a[$(rm x)]'",
+            "${x:=b}",
+            "$1",
+            "$@",
+            "'rm x'",
+            "\"rm -rf x\"",
+            "EXIT",
+            "-C",
+            "-c",
+            "1",
+            "'%s'",
+            "=",
+            "%s",
+            "\\",
+            "$",
+            "\\$",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    fn blank() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            " ", " ", " ", "  ", "\t", "\\ ", "\\\t", "\r", "\u{b}", "\u{c}", "\\\r\n", "\\\n",
+            "\\\r",
+        ])
+    }
+
+    fn operator() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "; ", " && ", " || ", " | ", " & ", "\n", "\r\n", ";", " |& ", "\n\n",
+        ])
+    }
+
+    fn redirect() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "> f",
+            ">> f",
+            "< a.txt",
+            "2>&1",
+            ">&2",
+            "> .git/hooks/pre-commit",
+            ">| f",
+            "&> f",
+            "> link",
+            "<<< w",
+            "<<EOF\nbody $x\nEOF\n",
+            "<<'EOF'\nrm x\nEOF\n",
+            "<<\\EOF\nrm x\nEOF\n",
+            "<<\"EOF\"\nrm x\nEOF\n",
+            "<<$'EOF'\nrm x\nEOF\n",
+            "<<-EOF\n\trm x\n\tEOF\n",
+            "<<E\"O\"F\nrm x\nEOF\n",
+            "> f$",
+            "2>f",
+            "<>f",
+        ])
+    }
+
+    fn simple() -> impl Strategy<Value = String> {
+        (
+            program(),
+            prop::collection::vec((blank(), argument()), 0..4),
+            prop::option::of((blank(), redirect())),
+        )
+            .prop_map(|(p, args, r)| {
+                let mut s = p;
+                for (b, a) in args {
+                    s.push_str(b);
+                    s.push_str(&a);
+                }
+                if let Some((b, r)) = r {
+                    s.push_str(b);
+                    s.push_str(r);
+                }
+                s
+            })
+    }
+
+    fn compound() -> impl Strategy<Value = String> {
+        let inner = simple();
+        (inner, 0..9usize).prop_map(|(c, shape)| match shape {
+            0 => format!("{{ {c}; }}"),
+            1 => format!("( {c} )"),
+            2 => format!("if true; then {c}; fi"),
+            3 => format!("for i in 1; do {c}; done"),
+            4 => format!("f() {{ {c}; }}; f"),
+            5 => format!("case a in a) {c};; esac"),
+            6 => format!("x=$({c})"),
+            7 => format!("eval '{c}'"),
+            _ => c,
+        })
+    }
+
+    /// Shapes that feed a string to something that runs it.
+    fn runner() -> impl Strategy<Value = String> {
+        (prop::sample::select(PAYLOADS.to_vec()), 0..12usize).prop_map(|(p, shape)| match shape {
+            0 => format!("trap '{p}' EXIT"),
+            1 => format!("x='a[$({p})]'; echo $((x))"),
+            2 => format!("declare -i y='a[$({p})]'"),
+            3 => format!("printf -v 'a[$({p})]' %s 1"),
+            4 => format!("mapfile -C '{p}' -c 1 < a.txt"),
+            5 => format!("[[ 'a[$({p})]' -eq 1 ]]"),
+            6 => format!("test -v 'a[$({p})]'"),
+            7 => format!("for v in 'a[$({p})]'; do echo $((v)); done"),
+            8 => format!("bash -c 'echo $(($1))' _ 'a[$({p})]'"),
+            9 => format!("declare -n r='a[$({p})]'; echo $r"),
+            10 => format!("export z='a[$({p})]'; echo $((z))"),
+            _ => format!("cd .git/hooks && echo x > pre-commit"),
+        })
+    }
+
+    /// A command: pieces joined by operators, maybe with a payload inserted at a random
+    /// character boundary.
+    pub(super) fn command() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(
+                prop_oneof![4 => simple(), 2 => compound(), 1 => runner()],
+                1..4,
+            ),
+            prop::collection::vec(operator(), 3),
+            prop::option::of((
+                any::<prop::sample::Index>(),
+                prop::sample::select(PAYLOADS.to_vec()),
+                operator(),
+            )),
+        )
+            .prop_map(|(pieces, ops, payload)| {
+                let mut s = String::new();
+                for (i, p) in pieces.iter().enumerate() {
+                    if i > 0 {
+                        s.push_str(ops[i - 1]);
+                    }
+                    s.push_str(p);
+                }
+                if let Some((at, p, op)) = payload {
+                    let cuts: Vec<usize> =
+                        (0..=s.len()).filter(|&i| s.is_char_boundary(i)).collect();
+                    let at = cuts[at.index(cuts.len())];
+                    let insert = if at == 0 {
+                        format!("{p}{op}")
+                    } else {
+                        format!("{op}{p}")
+                    };
+                    s.insert_str(at, &insert);
+                }
+                s
+            })
+    }
+}
+
+/// Cases a property runs: `WARDEN_ORACLE_CASES` when set (the long run), a bounded number
+/// under `CI`, more locally.
+fn cases() -> u32 {
+    match std::env::var("WARDEN_ORACLE_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+    {
+        Some(n) => n,
+        None if std::env::var_os("CI").is_some() => 150,
+        None => 400,
+    }
+}
+
+/// The long run (`WARDEN_ORACLE_CASES=N`, or `WARDEN_ORACLE_SECONDS=S`): every generated case,
+/// findings collected rather than shrunk, and a summary on stderr (the figures in
+/// docs/shell.md come from it).
+fn long_run(permissive: &PolicySnapshot) -> Option<Vec<String>> {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+    let seconds: Option<u64> = std::env::var("WARDEN_ORACLE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let cases: Option<u64> = std::env::var("WARDEN_ORACLE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    if seconds.is_none() && cases.is_none() {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let mut runner = TestRunner::deterministic();
+    let strategy = generate::command();
+    let (mut run, mut allowed) = (0u64, 0u64);
+    let mut findings = Vec::new();
+    loop {
+        if cases.is_some_and(|n| run >= n)
+            || seconds.is_some_and(|s| started.elapsed().as_secs() >= s)
+        {
+            break;
+        }
+        let command = strategy.new_tree(&mut runner).unwrap().current();
+        run += 1;
+        match oracle().check(permissive, &command) {
+            Ok(Checked::Covered { .. }) => allowed += 1,
+            Ok(Checked::NotAllowed(_)) => {}
+            Err(f) => findings.push(f.to_string()),
+        }
+    }
+    eprintln!(
+        "oracle long run: {run} generated commands in {:?}, {allowed} allowed and run in bash, {} finding(s)",
+        started.elapsed(),
+        findings.len()
+    );
+    Some(findings)
+}
+
+#[test]
+fn generated_commands_warden_allows_run_nothing_else_in_real_bash() {
+    use proptest::test_runner::{Config, TestRunner};
+    let permissive = policy(PERMISSIVE);
+    if let Some(findings) = long_run(&permissive) {
+        assert!(findings.is_empty(), "{}", findings.join("\n"));
+        return;
+    }
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&generate::command(), |command| {
+        match oracle().check(&permissive, &command) {
+            Ok(_) => Ok(()),
+            Err(f) => Err(proptest::test_runner::TestCaseError::fail(f.to_string())),
+        }
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
