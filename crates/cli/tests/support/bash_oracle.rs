@@ -346,8 +346,12 @@ fn cases() -> u32 {
 /// The long run (`WARDEN_ORACLE_CASES=N`, or `WARDEN_ORACLE_SECONDS=S`): every generated case,
 /// findings collected rather than shrunk, and a summary on stderr (the figures in
 /// docs/shell.md come from it).
-fn long_run(permissive: &PolicySnapshot) -> Option<Vec<String>> {
-    use proptest::strategy::{Strategy, ValueTree};
+fn long_run(
+    permissive: &PolicySnapshot,
+    strategy: &impl proptest::strategy::Strategy<Value = String>,
+    what: &str,
+) -> Option<Vec<String>> {
+    use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let seconds: Option<u64> = std::env::var("WARDEN_ORACLE_SECONDS")
         .ok()
@@ -360,7 +364,6 @@ fn long_run(permissive: &PolicySnapshot) -> Option<Vec<String>> {
     }
     let started = std::time::Instant::now();
     let mut runner = TestRunner::deterministic();
-    let strategy = generate::command();
     let (mut run, mut allowed) = (0u64, 0u64);
     let mut findings = Vec::new();
     loop {
@@ -378,7 +381,7 @@ fn long_run(permissive: &PolicySnapshot) -> Option<Vec<String>> {
         }
     }
     eprintln!(
-        "oracle long run: {run} generated commands in {:?}, {allowed} allowed and run in bash, {} finding(s)",
+        "oracle long run: {run} {what} in {:?}, {allowed} allowed and run in bash, {} finding(s)",
         started.elapsed(),
         findings.len()
     );
@@ -389,7 +392,7 @@ fn long_run(permissive: &PolicySnapshot) -> Option<Vec<String>> {
 fn generated_commands_warden_allows_run_nothing_else_in_real_bash() {
     use proptest::test_runner::{Config, TestRunner};
     let permissive = policy(PERMISSIVE);
-    if let Some(findings) = long_run(&permissive) {
+    if let Some(findings) = long_run(&permissive, &generate::command(), "generated commands") {
         assert!(findings.is_empty(), "{}", findings.join("\n"));
         return;
     }
@@ -399,6 +402,129 @@ fn generated_commands_warden_allows_run_nothing_else_in_real_bash() {
         ..Config::default()
     });
     let result = runner.run(&generate::command(), |command| {
+        match oracle().check(&permissive, &command) {
+            Ok(_) => Ok(()),
+            Err(f) => Err(proptest::test_runner::TestCaseError::fail(f.to_string())),
+        }
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// Commands Warden allows under the permissive policy, to mutate: the corpus's and a few of
+/// every shape.
+fn allowed_seeds() -> Vec<String> {
+    let permissive = policy(PERMISSIVE);
+    let mut seeds: Vec<String> = corpus()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap().to_owned())
+        .collect();
+    seeds.extend(
+        [
+            "echo hi > out.txt",
+            "git status && git diff | cat",
+            "cat <<'EOF'\nbody\nEOF\necho done",
+            "for f in a b; do echo \"$f\"; done",
+            "x=$(ls); echo \"$x\"",
+            "if true; then ls; else pwd; fi",
+            "f() { echo in; }; f",
+            "echo $((1 + 2))",
+            "bash -c 'echo nested'",
+            "ls -la | grep x | wc -l",
+            "printf '%s\\n' a b > f",
+            "case a in a) echo a;; esac",
+        ]
+        .map(str::to_owned),
+    );
+    seeds.retain(|s| {
+        let mut call = warden_policy::Call::new("bash", serde_json::json!({"command": s}));
+        call.cwd = Some("/tmp".into());
+        permissive.decide(&call).decision == warden_policy::Decision::Allow
+    });
+    seeds
+}
+
+#[test]
+fn mutations_of_allowed_commands_run_nothing_else_in_real_bash() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let permissive = policy(PERMISSIVE);
+    let seeds = allowed_seeds();
+    assert!(seeds.len() > 20, "{seeds:?}");
+    // Bytes and fragments bash and tree-sitter-bash may read differently.
+    let pieces = prop::sample::select(vec![
+        " ",
+        "\t",
+        "\r",
+        "\u{b}",
+        "\u{c}",
+        "\\",
+        "\\\n",
+        "\\\r\n",
+        "\n",
+        "#",
+        "$",
+        "'",
+        "\"",
+        "`",
+        ";",
+        "&",
+        "|",
+        "(",
+        ")",
+        "{",
+        "}",
+        "<",
+        ">",
+        "-",
+        "=",
+        "$(",
+        "\\ ",
+        "<<E\nrm x\nE\n",
+        "; rm x",
+        "\nrm x",
+        "$'\\n'",
+        "${x}",
+        "[",
+        "]",
+        "!",
+        "~",
+        "*",
+    ]);
+    let mutation = (
+        prop::sample::select(seeds),
+        prop::collection::vec((any::<prop::sample::Index>(), 0..3usize, pieces), 1..4),
+    )
+        .prop_map(|(seed, edits)| {
+            let mut s = seed;
+            for (at, kind, piece) in edits {
+                let cuts: Vec<usize> = (0..=s.len()).filter(|&i| s.is_char_boundary(i)).collect();
+                let i = cuts[at.index(cuts.len())];
+                match kind {
+                    0 => s.insert_str(i, piece),
+                    1 if i < s.len() => {
+                        let end = cuts.iter().copied().find(|&c| c > i).unwrap_or(s.len());
+                        s.replace_range(i..end, piece);
+                    }
+                    _ => {
+                        let end = cuts.iter().copied().find(|&c| c > i).unwrap_or(s.len());
+                        s.replace_range(i..end, "");
+                    }
+                }
+            }
+            s
+        });
+    if let Some(findings) = long_run(&permissive, &mutation, "mutations of allowed commands") {
+        assert!(findings.is_empty(), "{}", findings.join("\n"));
+        return;
+    }
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&mutation, |command| {
         match oracle().check(&permissive, &command) {
             Ok(_) => Ok(()),
             Err(f) => Err(proptest::test_runner::TestCaseError::fail(f.to_string())),

@@ -235,9 +235,12 @@ impl Run {
             .into_iter()
             .find(|p| Path::new(p).exists())
             .ok_or("no bash")?;
-        for shell in SHELLS {
+        // `bash` is the real one; other shell names a script that runs it (under `-p`, the
+        // script itself reads no BASH_ENV, so only the bash it runs is instrumented).
+        std::os::unix::fs::symlink(bash, bin.join("bash")).map_err(|e| e.to_string())?;
+        for shell in SHELLS.iter().filter(|s| **s != "bash") {
             let path = bin.join(shell);
-            std::fs::write(&path, format!("#!{bash}\nexec {bash} \"$@\"\n"))
+            std::fs::write(&path, format!("#!{bash} -p\nexec {bash} \"$@\"\n"))
                 .map_err(|e| e.to_string())?;
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
@@ -308,7 +311,13 @@ fn records(log: &[u8], nonce: &str) -> Vec<Record> {
             .filter(|w| !w.is_empty())
             .map(str::to_owned)
             .collect();
-        if !words.is_empty() {
+        // A record holding another's marker ran into it (a word with a line end): dropped,
+        // as the trace holds the same command.
+        if !words.is_empty()
+            && !words
+                .iter()
+                .any(|w| w.contains(nonce) || w.contains('\u{1f}'))
+        {
             out.push(Record { words });
         }
         rest = after.get(end + 2..).unwrap_or("");
@@ -330,8 +339,10 @@ fn records(log: &[u8], nonce: &str) -> Vec<Record> {
     traced.extend(current);
     for t in traced {
         let t = t.strip_suffix('\n').unwrap_or(&t);
-        if t.contains(nonce) || t.contains('\u{1c}') {
-            continue; // the instrumentation's own commands
+        // The instrumentation's own commands (their text holds the marker; a word with a
+        // line end can run a record into the handler's, and programs are logged apart).
+        if t.contains(nonce) || t.contains(['\u{1c}', '\u{1d}', '\u{1e}', '\u{1f}']) {
+            continue;
         }
         let words = xtrace_words(t);
         if words

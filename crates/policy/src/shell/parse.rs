@@ -59,7 +59,143 @@ pub(super) fn parse(text: &str, context: &str) -> Result<Parsed, SplitError> {
     };
     check_errors(&parsed, context)?;
     check_coverage(&parsed, context)?;
+    check_heredocs(&parsed, context)?;
     Ok(parsed)
+}
+
+/// Every heredoc ends where bash ends it: at the first line that is exactly its delimiter as
+/// bash reads the delimiter word (quotes removed, `\x` as `x`, `$'…'` decoded; leading tabs
+/// stripped from each line with `<<-`). tree-sitter-bash and bash disagree on some quoting
+/// forms (`<<$'EOF'`); a body that does not end where bash's does is refused.
+fn check_heredocs(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
+    let src = parsed.text.as_bytes();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(node) = stack.pop() {
+        let mut cursor = node.walk();
+        stack.extend(node.children(&mut cursor));
+        if node.kind() != "heredoc_redirect" {
+            continue;
+        }
+        let mut cursor = node.walk();
+        let parts: Vec<Node<'_>> = node.children(&mut cursor).collect();
+        let dash = parts.iter().any(|p| p.kind() == "<<-");
+        let (Some(start), Some(body)) = (
+            parts.iter().find(|p| p.kind() == "heredoc_start"),
+            parts.iter().find(|p| p.kind() == "heredoc_body"),
+        ) else {
+            continue;
+        };
+        let word = String::from_utf8_lossy(src.get(start.byte_range()).unwrap_or_default());
+        let delimiter = bash_delimiter(&word);
+        let end = parts.iter().find(|p| p.kind() == "heredoc_end");
+        let body_from = src[..body.start_byte()]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        let body_to = end.map_or(src.len(), |e| e.start_byte());
+        let strip = |line: &[u8]| -> Vec<u8> {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = if dash {
+                let tabs = line.iter().take_while(|&&b| b == b'\t').count();
+                &line[tabs..]
+            } else {
+                line
+            };
+            line.to_vec()
+        };
+        let ends_early = src[body_from..body_to]
+            .split(|&b| b == b'\n')
+            .any(|line| strip(line) == delimiter.as_bytes());
+        let ends_wrong = end.is_some_and(|e| {
+            let line_start = src[..e.start_byte()]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+            let line_end = src[e.end_byte()..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(src.len(), |p| e.end_byte() + p);
+            src[line_start..line_end] != *delimiter.as_bytes()
+                && strip(&src[line_start..line_end]) != delimiter.as_bytes()
+        });
+        if ends_early || ends_wrong {
+            let at = start.start_position();
+            return Err(SplitError::Syntax {
+                what: format!(
+                    "a heredoc whose end bash reads differently (its delimiter `{word}` is `{delimiter}` to bash)"
+                ),
+                line: at.row + 1,
+                column: at.column + 1,
+                context: if context.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {context}")
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A heredoc delimiter word as bash reads it: quote removal (`'…'`, `"…"`, `\x`), and `$'…'`
+/// decoded, `$"…"` as its text.
+pub(super) fn bash_delimiter(word: &str) -> String {
+    let chars: Vec<char> = word.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => {
+                if let Some(&c) = chars.get(i + 1) {
+                    out.push(c);
+                }
+                i += 2;
+            }
+            '\'' => {
+                i += 1;
+                while i < chars.len() && chars[i] != '\'' {
+                    out.push(chars[i]);
+                    i += 1;
+                }
+                i += 1;
+            }
+            '$' if chars.get(i + 1) == Some(&'\'') => {
+                let mut j = i + 2;
+                let mut raw = String::new();
+                while j < chars.len() && chars[j] != '\'' {
+                    if chars[j] == '\\' && j + 1 < chars.len() {
+                        raw.push(chars[j]);
+                        j += 1;
+                    }
+                    raw.push(chars[j]);
+                    j += 1;
+                }
+                out.push_str(&super::word::decode_ansi_c(&raw));
+                i = j + 1;
+            }
+            '$' if chars.get(i + 1) == Some(&'"') => i += 1,
+            '"' => {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\'
+                        && chars
+                            .get(i + 1)
+                            .is_some_and(|c| matches!(c, '$' | '`' | '"' | '\\'))
+                    {
+                        i += 1;
+                    }
+                    out.push(chars[i]);
+                    i += 1;
+                }
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// The text tree-sitter is given: every non-ASCII character replaced by as many `x` as it has
@@ -231,12 +367,22 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
     let mut cursor = parsed.tree.root_node().walk();
     'walk: loop {
         let node = cursor.node();
+        match node.kind() {
+            "simple_expansion" | "concatenation" => split_word(node, bytes, context)?,
+            "command"
+            | "declaration_command"
+            | "file_redirect"
+            | "heredoc_redirect"
+            | "herestring_redirect" => joined_words(node, bytes, context)?,
+            _ => {}
+        }
         if node.child_count() > 0 && cursor.goto_first_child() {
             continue;
         }
         if node.start_byte() > read_to {
             skipped(bytes, read_to, node.start_byte(), context)?;
         }
+        misread(node, bytes, context)?;
         read_to = read_to.max(node.end_byte());
         loop {
             if cursor.goto_next_sibling() {
@@ -248,6 +394,139 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
         }
     }
     skipped(bytes, read_to, bytes.len(), context)
+}
+
+/// An error when the parts of one word are not adjacent: bash ends a word at a blank, so `x=$
+/// ls` is the assignment `x=$` and the command `ls`, not the expansion `$ ls`.
+fn split_word(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), SplitError> {
+    let mut cursor = node.walk();
+    let mut end = node.start_byte();
+    for child in node.children(&mut cursor) {
+        if child.start_byte() != end {
+            let at = child.start_position();
+            let text = bytes.get(node.byte_range()).unwrap_or_default();
+            let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
+            return Err(SplitError::Syntax {
+                what: format!(
+                    "a word the parser read across a blank ({snippet:?}), which bash reads as two"
+                ),
+                line: at.row + 1,
+                column: at.column + 1,
+                context: if context.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {context}")
+                },
+            });
+        }
+        end = child.end_byte();
+    }
+    Ok(())
+}
+
+/// An error when two of a command's words (or a redirect's) touch: bash reads them as one word
+/// (`x=$(ls)\;#y` is one assignment; `A='…'rest git log` assigns `A` the whole of `'…'rest`;
+/// `<'a'\n'b'` reads one file).
+fn joined_words(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), SplitError> {
+    let mut cursor = node.walk();
+    let mut previous: Option<Node<'_>> = None;
+    for child in node.children(&mut cursor) {
+        let in_command = matches!(node.kind(), "command" | "declaration_command");
+        if let Some(p) = previous
+            && child.start_byte() == p.end_byte()
+            && p.is_named()
+            && child.is_named()
+            && (p.kind() == "variable_assignment" || !in_command)
+            && ![p.kind(), child.kind()]
+                .iter()
+                .any(|k| k.starts_with("heredoc_"))
+        {
+            let at = child.start_position();
+            let text = bytes
+                .get(p.start_byte()..child.end_byte())
+                .unwrap_or_default();
+            let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
+            return Err(SplitError::Syntax {
+                what: format!("words the parser split where bash reads one ({snippet:?})"),
+                line: at.row + 1,
+                column: at.column + 1,
+                context: if context.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {context}")
+                },
+            });
+        }
+        previous = Some(child);
+    }
+    Ok(())
+}
+
+/// An error when a token's text is not what its kind says, as where tree-sitter-bash reads
+/// text bash reads otherwise: a punctuation or keyword token holding more than itself (`$\⏎"`
+/// read as an opening quote), a word or name running over a line end (bash ends a word there;
+/// a comment ends there too, so the next line is a command), or a descriptor that is not a
+/// number (`-2>&1` is the word `-2` and `>&1` to bash).
+fn misread(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), SplitError> {
+    let text = bytes.get(node.byte_range()).unwrap_or_default();
+    let kind = node.kind();
+    let before = bytes.get(..node.start_byte()).unwrap_or_default();
+    let after = bytes.get(node.end_byte()).copied();
+    let wrong = if node.is_named() {
+        match kind {
+            "word" | "number" | "variable_name" | "special_variable_name" => text.contains(&b'\n'),
+            // A comment starts only where a word could (`a\;#b` is one word to bash).
+            "comment" => text.contains(&b'\n') || !at_word_start(before),
+            "file_descriptor" => !text.iter().all(u8::is_ascii_digit),
+            // The delimiter word ends at a blank or an operator, and the body starts on a
+            // later line (`<<'EOF'rm -rf x` is the delimiter `EOFrm`, with `-rf x` arguments).
+            "heredoc_start" => !after.is_none_or(ends_word),
+            "heredoc_body" => node
+                .prev_sibling()
+                .is_some_and(|s| !bytes[s.end_byte()..node.start_byte()].contains(&b'\n')),
+            _ => false,
+        }
+    } else if kind == "!" {
+        // `!` negates a pipeline only as a word of its own (`!'x'` is the command `!x`).
+        text != b"!" || !after.is_none_or(ends_word)
+    } else {
+        !node.is_missing() && text != kind.as_bytes()
+    };
+    if !wrong {
+        return Ok(());
+    }
+    let at = node.start_position();
+    let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
+    Err(SplitError::Syntax {
+        what: format!(
+            "text the parser misread ({snippet:?} as {kind}), which bash reads otherwise"
+        ),
+        line: at.row + 1,
+        column: at.column + 1,
+        context: if context.is_empty() {
+            String::new()
+        } else {
+            format!(" in {context}")
+        },
+    })
+}
+
+/// Whether a byte ends a word for bash: a blank, a line end or an operator character.
+fn ends_word(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>'
+    )
+}
+
+/// Whether a word may start after `before`: at the start, or after a blank, a line end or an
+/// operator character that is not escaped.
+fn at_word_start(before: &[u8]) -> bool {
+    let Some((&last, rest)) = before.split_last() else {
+        return true;
+    };
+    let escaped = rest.iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1;
+    ends_word(last) && !escaped
 }
 
 /// An error when `bytes[from..to]`, text between two tokens, holds anything but word-splitting

@@ -447,6 +447,23 @@ impl<'t> Walker<'t> {
             if c.kind() == "file_redirect" {
                 extra.extend(destinations(c).into_iter().skip(1));
             }
+            if c.kind() == "heredoc_redirect" {
+                // Words after a heredoc's delimiter on its line are the command's arguments
+                // (`cat <<'EOF' -n` or `cat <<EOF > out more`), wherever tree-sitter puts them.
+                let mut hc = c.walk();
+                for part in c.named_children(&mut hc) {
+                    match part.kind() {
+                        "heredoc_start"
+                        | "heredoc_body"
+                        | "heredoc_end"
+                        | "file_descriptor"
+                        | "herestring_redirect"
+                        | "heredoc_redirect" => {}
+                        "file_redirect" => extra.extend(destinations(part).into_iter().skip(1)),
+                        _ => extra.push(part),
+                    }
+                }
+            }
         }
         if !extra.is_empty() {
             match body {
