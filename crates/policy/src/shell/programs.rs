@@ -318,7 +318,7 @@ fn sed(e: &mut Effects, args: &[Word]) {
 /// The files a sed script writes (`w file`, `W file`, `s///w file`), or why it cannot be
 /// read: an `e` command or `s///e` flag (it runs commands), or anything this reader does not
 /// know (fail closed).
-fn sed_script(script: &str) -> Result<Vec<String>, String> {
+pub(super) fn sed_script(script: &str) -> Result<Vec<String>, String> {
     let b: Vec<char> = script.chars().collect();
     let mut writes = Vec::new();
     let mut i = 0;

@@ -1,8 +1,107 @@
-//! Read-only classification: known (program, flags) pairs that only read.
+//! Read-only classification: an allowlist of (program, option set) pairs that only read.
+//!
+//! Each program below either takes **any** option (it has none that writes a file or runs a
+//! command: `cat`, `wc`, `grep`, …) or a stated set: every option outside the set, or an
+//! operand count past the stated one, makes the command not read-only. A program not listed
+//! is never read-only. What a hint rule allows on `read_only` is exactly this table.
 
 use super::word::Word;
 
-/// Whether a simple command (its words, run directly) is a known read-only (program, flags)
+/// Which options of a program keep it read-only.
+enum Options {
+    /// Every option: the program has none that writes or runs anything.
+    Any,
+    /// Every option but these (by name, `--name=value` included; a short one also inside a
+    /// cluster such as `-so`), and at most `operands` operands when set.
+    Except {
+        long: &'static [&'static str],
+        short: &'static str,
+        operands: Option<usize>,
+    },
+    /// No argument at all.
+    NoArgs,
+}
+
+/// The programs that only read, with the options that keep them so.
+fn options(program: &str) -> Option<Options> {
+    use Options::{Any, Except, NoArgs};
+    Some(match program {
+        "ls" | "cat" | "head" | "tail" | "wc" | "grep" | "egrep" | "fgrep" | "pwd" | "echo"
+        | "true" | "false" | "test" | "[" | "[[" | "which" | "type" | "whoami" | "id" | "uname"
+        | "stat" | "du" | "df" | "cmp" | "comm" | "cut" | "tr" | "basename" | "dirname"
+        | "realpath" | "readlink" | "jq" | "nl" | "od" | "hexdump" | "md5sum" | "sha1sum"
+        | "sha256sum" | "sha512sum" | "b2sum" | "cksum" | "column" | "fold" | "rev" | "tac"
+        | "seq" | "printenv" | "zcat" | "groups" | "locale" | "nproc" | "tty" => Any,
+        // `-v` assigns a variable (and can evaluate a subscript).
+        "printf" => Except {
+            long: &[],
+            short: "v",
+            operands: None,
+        },
+        // Commands given with `+cmd` or bound by a key file run at start (`+!` runs a shell);
+        // `-o`/`-O` copy the input to a log file.
+        "less" | "more" => Except {
+            long: &[
+                "--log-file",
+                "--LOG-FILE",
+                "--lesskey-file",
+                "--lesskey-src",
+            ],
+            short: "oOk",
+            operands: None,
+        },
+        // A preprocessor, decompressors and a program for the host name run commands.
+        "rg" => Except {
+            long: &["--pre", "--pre-glob", "--search-zip", "--hostname-bin"],
+            short: "z",
+            operands: None,
+        },
+        "fd" | "fdfind" => Except {
+            long: &["--exec", "--exec-batch"],
+            short: "xX",
+            operands: None,
+        },
+        "file" => Except {
+            long: &["--compile"],
+            short: "C",
+            operands: None,
+        },
+        "sort" => Except {
+            long: &["--output", "--compress-program"],
+            short: "o",
+            operands: None,
+        },
+        "uniq" => Except {
+            long: &[],
+            short: "",
+            operands: Some(1),
+        },
+        "xxd" => Except {
+            long: &["-revert"],
+            short: "r",
+            operands: Some(1),
+        },
+        "tree" => Except {
+            long: &[],
+            short: "o",
+            operands: None,
+        },
+        "date" => Except {
+            long: &["--set"],
+            short: "s",
+            operands: None,
+        },
+        "diff" => Except {
+            long: &["--output"],
+            short: "",
+            operands: None,
+        },
+        "hostname" | "env" => NoArgs,
+        _ => return None,
+    })
+}
+
+/// Whether a simple command (its words, run directly) is a known read-only (program, options)
 /// pair. The program must be a bare, unquoted name (no path).
 pub(super) fn is_read_only_argv(words: &[Word]) -> bool {
     let Some((program, args)) = words.split_first() else {
@@ -12,67 +111,141 @@ pub(super) fn is_read_only_argv(words: &[Word]) -> bool {
         return false;
     }
     let args: Vec<&str> = args.iter().map(|w| w.value.as_str()).collect();
-    let has = |opts: &[&str]| {
-        args.iter().any(|a| {
-            opts.iter().any(|o| {
-                *a == *o
-                    || (o.starts_with("--")
-                        && a.strip_prefix(*o).is_some_and(|rest| rest.starts_with('=')))
-            })
-        })
-    };
-    let operands = || args.iter().filter(|a| !a.starts_with('-')).count();
     match program.value.as_str() {
-        "ls" | "cat" | "head" | "tail" | "wc" | "grep" | "egrep" | "fgrep" | "pwd" | "echo"
-        | "printf" | "true" | "false" | "test" | "[" | "[[" | "which" | "type" | "whoami"
-        | "id" | "uname" | "stat" | "file" | "du" | "df" | "cmp" | "comm" | "cut" | "tr"
-        | "basename" | "dirname" | "realpath" | "readlink" | "jq" | "nl" | "od" | "hexdump"
-        | "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "b2sum" | "cksum" | "column"
-        | "fold" | "rev" | "tac" | "seq" | "printenv" | "less" | "more" | "zcat" | "groups"
-        | "locale" | "nproc" | "tty" => {
-            // `less`/`more` can run commands interactively, but never without a terminal.
-            !(program.value == "printf" && has(&["-v"]))
-        }
-        "rg" => {
-            !has(&["--pre", "-z", "--search-zip"]) && !args.iter().any(|a| a.starts_with("--pre="))
-        }
-        "fd" | "fdfind" => !has(&["-x", "--exec", "-X", "--exec-batch"]),
-        "find" => !args.iter().any(|a| {
-            matches!(
-                *a,
-                "-exec"
-                    | "-execdir"
-                    | "-ok"
-                    | "-okdir"
-                    | "-delete"
-                    | "-fprint"
-                    | "-fprint0"
-                    | "-fprintf"
-                    | "-fls"
-            )
-        }),
-        "sort" => !has(&["-o", "--output"]) && !args.iter().any(|a| a.starts_with("-o")),
-        "uniq" => operands() <= 1,
-        "xxd" => !has(&["-r", "-revert"]) && operands() <= 1,
-        "tree" => !has(&["-o"]),
-        "date" => !has(&["-s", "--set"]),
-        "hostname" => args.is_empty(),
-        "env" => args.is_empty(),
-        "diff" => !args.iter().any(|a| a.starts_with("--output")),
-        "sed" => sed_read_only(&args),
-        "git" => git_read_only(&args),
-        _ => false,
+        "find" => return find_read_only(&args),
+        "sed" => return sed_read_only(&args),
+        "git" => return git_read_only(&args),
+        // `+cmd` runs a less command at start (`+!cmd` a shell command).
+        "less" | "more" if args.iter().any(|a| a.starts_with('+')) => return false,
+        _ => {}
     }
+    match options(&program.value) {
+        Some(Options::Any) => true,
+        Some(Options::NoArgs) => args.is_empty(),
+        Some(Options::Except {
+            long,
+            short,
+            operands,
+        }) => {
+            let mut after_options = false;
+            let mut count = 0;
+            for a in &args {
+                if after_options || !a.starts_with('-') || *a == "-" {
+                    count += 1;
+                    continue;
+                }
+                if *a == "--" {
+                    after_options = true;
+                    continue;
+                }
+                if let Some(l) = a.strip_prefix("--") {
+                    let name = l.split('=').next().unwrap_or(l);
+                    if long.contains(&format!("--{name}").as_str()) {
+                        return false;
+                    }
+                } else if a[1..].chars().any(|c| short.contains(c)) || long.contains(a) {
+                    return false;
+                }
+            }
+            operands.is_none_or(|max| count <= max)
+        }
+        None => false,
+    }
+}
+
+/// find's predicates and options that only read or print (to standard output).
+const FIND_READ: [&str; 64] = [
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+    "-regextype",
+    "-type",
+    "-xtype",
+    "-size",
+    "-empty",
+    "-mtime",
+    "-mmin",
+    "-atime",
+    "-amin",
+    "-ctime",
+    "-cmin",
+    "-newer",
+    "-anewer",
+    "-cnewer",
+    "-newermt",
+    "-newerct",
+    "-newerat",
+    "-used",
+    "-user",
+    "-group",
+    "-uid",
+    "-gid",
+    "-nouser",
+    "-nogroup",
+    "-perm",
+    "-links",
+    "-inum",
+    "-samefile",
+    "-lname",
+    "-ilname",
+    "-readable",
+    "-writable",
+    "-executable",
+    "-fstype",
+    "-maxdepth",
+    "-mindepth",
+    "-depth",
+    "-prune",
+    "-xdev",
+    "-mount",
+    "-follow",
+    "-daystart",
+    "-noleaf",
+    "-ignore_readdir_race",
+    "-print",
+    "-print0",
+    "-printf",
+    "-ls",
+    "-quit",
+    "-true",
+    "-false",
+    "-not",
+    "-o",
+    "-a",
+    "-or",
+    "-and",
+];
+
+/// `find` whose every option is one that only reads or prints (not `-exec`, `-delete`,
+/// `-fprint`, …); numeric values such as `-1` or `-5k` are values.
+fn find_read_only(args: &[&str]) -> bool {
+    args.iter().all(|a| {
+        !a.starts_with('-')
+            || matches!(*a, "-" | "-L" | "-H" | "-P" | "-O1" | "-O2" | "-O3")
+            || FIND_READ.contains(a)
+            || a[1..].chars().next().is_some_and(|c| c.is_ascii_digit())
+    })
 }
 
 fn git_read_only(args: &[&str]) -> bool {
     let Some((sub, rest)) = args.split_first() else {
         return false;
     };
-    let writes = rest
-        .iter()
-        .any(|a| a.starts_with("--output") || *a == "-o" || a.starts_with("--ext-diff"));
-    if writes {
+    // Writing a file, running a program (an external diff, a text converter, a pager).
+    let writes_or_runs = rest.iter().any(|a| {
+        a.starts_with("--output")
+            || *a == "-o"
+            || a.starts_with("--ext-diff")
+            || a.starts_with("--textconv")
+            || *a == "-O"
+            || a.starts_with("--open-files-in-pager")
+    });
+    if writes_or_runs {
         return false;
     }
     match *sub {
@@ -90,8 +263,8 @@ fn git_read_only(args: &[&str]) -> bool {
     }
 }
 
-/// `sed -n` whose scripts have no `w`, `W`, `e` command or `s///w`/`s///e` flag, and no
-/// `-i`.
+/// `sed -n` with only read-only options, whose scripts write no file and run no command
+/// (the script reader of `programs` decides), and no `-i` or `-f`.
 fn sed_read_only(args: &[&str]) -> bool {
     let mut quiet = false;
     let mut scripts: Vec<&str> = Vec::new();
@@ -109,13 +282,12 @@ fn sed_read_only(args: &[&str]) -> bool {
             }
             "-E" | "-r" | "--regexp-extended" | "-s" | "--separate" | "-z" | "--null-data"
             | "-u" | "--unbuffered" | "--posix" | "--sandbox" => {}
-            a if a.starts_with("-i") || a.starts_with("--in-place") || a == "-f" => return false,
             a if a.starts_with("--expression=") => {
                 script_given = true;
                 scripts.push(&a["--expression=".len()..]);
             }
             a if a.starts_with('-') && a.len() > 1 => {
-                // A cluster such as `-nE`.
+                // A cluster such as `-nE`; anything else (`-i`, `-f`, `-l N`) is not read-only.
                 if a[1..].chars().all(|c| "nEsruz".contains(c)) {
                     quiet |= a.contains('n');
                 } else {
@@ -131,108 +303,11 @@ fn sed_read_only(args: &[&str]) -> bool {
         }
         k += 1;
     }
-    quiet && !scripts.is_empty() && scripts.iter().all(|s| sed_script_reads(s))
-}
-
-/// A conservative reading of a sed script: each command (after its address) must be one of
-/// `p`, `P`, `l`, `=`, `n`, `N`, `q`, `Q`, `d`, `D`, `{`, `}`, `!`, or `s` with flags among
-/// `g`, `p`, `i`, `I`, `m`, `M` and digits.
-fn sed_script_reads(script: &str) -> bool {
-    let b = script.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        // Skip separators and whitespace.
-        while i < b.len() && matches!(b[i], b';' | b'\n' | b' ' | b'\t' | b'{' | b'}' | b'!') {
-            i += 1;
-        }
-        if i >= b.len() {
-            break;
-        }
-        // Address: numbers, `$`, `,`, `~`, `+`, regexes `/…/` or `\c…c`.
-        loop {
-            match b.get(i) {
-                Some(c) if c.is_ascii_digit() || matches!(c, b'$' | b',' | b'~' | b'+' | b' ') => {
-                    i += 1
-                }
-                Some(b'/') => match skip_delimited(b, i + 1, b'/') {
-                    Some(end) => {
-                        i = end;
-                        while matches!(b.get(i), Some(b'I' | b'M')) {
-                            i += 1;
-                        }
-                    }
-                    None => return false,
-                },
-                Some(b'\\') => {
-                    let Some(&d) = b.get(i + 1) else {
-                        return false;
-                    };
-                    match skip_delimited(b, i + 2, d) {
-                        Some(end) => i = end,
-                        None => return false,
-                    }
-                }
-                _ => break,
-            }
-        }
-        while matches!(b.get(i), Some(b'!' | b' ')) {
-            i += 1;
-        }
-        let Some(&cmd) = b.get(i) else {
-            break;
-        };
-        i += 1;
-        match cmd {
-            b'p' | b'P' | b'l' | b'=' | b'n' | b'N' | b'd' | b'D' | b'{' | b'}' | b'h' | b'H'
-            | b'g' | b'G' | b'x' => {}
-            b'q' | b'Q' => {
-                while b.get(i).is_some_and(u8::is_ascii_digit) {
-                    i += 1;
-                }
-            }
-            b's' => {
-                let Some(&d) = b.get(i) else {
-                    return false;
-                };
-                let Some(mid) = skip_delimited(b, i + 1, d) else {
-                    return false;
-                };
-                let Some(end) = skip_delimited(b, mid, d) else {
-                    return false;
-                };
-                i = end;
-                while let Some(&f) = b.get(i) {
-                    match f {
-                        b'g' | b'p' | b'i' | b'I' | b'm' | b'M' => i += 1,
-                        f if f.is_ascii_digit() => i += 1,
-                        b';' | b'\n' | b' ' | b'}' => break,
-                        _ => return false,
-                    }
-                }
-            }
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// The index after the next unescaped `delim` from `from`.
-fn skip_delimited(b: &[u8], from: usize, delim: u8) -> Option<usize> {
-    let mut i = from;
-    while i < b.len() {
-        if b[i] == b'\\' {
-            i += 2;
-            continue;
-        }
-        if b[i] == delim {
-            return Some(i + 1);
-        }
-        if b[i] == b'\n' {
-            return None;
-        }
-        i += 1;
-    }
-    None
+    quiet
+        && !scripts.is_empty()
+        && scripts
+            .iter()
+            .all(|s| super::programs::sed_script(s).is_ok_and(|w| w.is_empty()))
 }
 
 #[cfg(test)]
@@ -258,6 +333,12 @@ mod tests {
             "grep -r x .",
             "git branch",
             "git stash list",
+            "sort -r x",
+            "file x",
+            "less -N f",
+            "find . -type f -mtime -1 -print",
+            "xxd a",
+            "head -n -5 f",
         ] {
             assert!(ro(yes), "{yes}");
         }
@@ -280,6 +361,23 @@ mod tests {
             "/bin/ls",
             "uniq a b",
             "git stash",
+            "git grep -O x",
+            "git log --output=f",
+            "git diff --textconv",
+            "file -C -m magic",
+            "sort --compress-program=sh x",
+            "sort -so out in",
+            "less +!rm f",
+            "less -o log f",
+            "xxd a b",
+            "rg --hostname-bin=x y",
+            "sed -n w.git/x f",
+            "sed -n 1e f",
+            "find . -newer x -fls out",
+            "find . -unknown-predicate",
+            "printf -v x %s y",
+            "env X=1",
+            "tar -tf a.tar",
         ] {
             assert!(!ro(no), "{no}");
         }
