@@ -24,6 +24,8 @@ mod exec;
 mod exec_evidence;
 #[path = "support/export.rs"]
 mod export;
+#[path = "support/fail_open.rs"]
+mod fail_open;
 #[path = "support/guard.rs"]
 mod guard;
 #[path = "support/hook.rs"]

@@ -287,7 +287,7 @@ mod generate {
             8 => format!("bash -c 'echo $(($1))' _ 'a[$({p})]'"),
             9 => format!("declare -n r='a[$({p})]'; echo $r"),
             10 => format!("export z='a[$({p})]'; echo $((z))"),
-            _ => format!("cd .git/hooks && echo x > pre-commit"),
+            _ => "cd .git/hooks && echo x > pre-commit".to_owned(),
         })
     }
 

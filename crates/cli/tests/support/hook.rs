@@ -44,7 +44,7 @@ fn hook(policy: &str, stdin: &str, dir: &Path) -> Output {
     )
 }
 
-fn pre(tool: &str, input: Value, cwd: &Path) -> String {
+pub(super) fn pre(tool: &str, input: Value, cwd: &Path) -> String {
     json!({
         "session_id": "abc123",
         "transcript_path": "/home/user/.claude/projects/x/transcript.jsonl",
@@ -68,7 +68,7 @@ fn stderr(out: &Output) -> String {
 
 /// The answer's decision and reason, after checking the exact contract shape: one line, the
 /// compact JSON of exactly the three keys, and the exit code that goes with the decision.
-fn decision(out: &Output) -> (String, String) {
+pub(super) fn decision(out: &Output) -> (String, String) {
     let text = stdout(out);
     let v: Value = serde_json::from_str(text.trim_end()).unwrap_or_else(|e| {
         panic!(

@@ -30,7 +30,7 @@ use warden_sandbox::SubprocessBackend;
 
 /// What checking one command found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// Warden does not allow it: nothing to hold it to.
     NotAllowed(Decision),
     /// Warden allows it and bash did nothing else: how many commands and file changes were
@@ -44,13 +44,13 @@ pub enum Checked {
 
 /// A command Warden allowed while bash ran something its subjects do not cover.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// The command.
-    pub command: String,
+    pub(crate) command: String,
     /// What bash did that no subject covers.
-    pub uncovered: Vec<String>,
+    pub(crate) uncovered: Vec<String>,
     /// Warden's subjects, as text.
-    pub subjects: Vec<String>,
+    pub(crate) subjects: Vec<String>,
 }
 
 impl std::fmt::Display for Finding {
@@ -64,7 +64,7 @@ impl std::fmt::Display for Finding {
 }
 
 /// The oracle: a contained backend and a folder per run.
-pub struct Oracle {
+pub(crate) struct Oracle {
     backend: SubprocessBackend,
     runs: AtomicU64,
     bash: PathBuf,
@@ -89,7 +89,7 @@ const SEED: [(&str, &str); 6] = [
 impl Oracle {
     /// An oracle whose bash runs under `helper`'s containment (a binary hosting Warden's
     /// sandbox helper; the `warden` binary does).
-    pub fn new(helper: PathBuf) -> Result<Self, String> {
+    pub(crate) fn new(helper: PathBuf) -> Result<Self, String> {
         let backend = SubprocessBackend::probe(helper).map_err(|e| e.to_string())?;
         let bash = ["/bin/bash", "/usr/bin/bash"]
             .into_iter()
@@ -105,7 +105,7 @@ impl Oracle {
 
     /// Decides `command` under `policy` and, when it is allowed, runs it through real bash and
     /// holds what bash did to the verdict's subjects.
-    pub fn check(&self, policy: &PolicySnapshot, command: &str) -> Result<Checked, Finding> {
+    pub(crate) fn check(&self, policy: &PolicySnapshot, command: &str) -> Result<Checked, Finding> {
         let run = Run::new(self.runs.fetch_add(1, Ordering::Relaxed))
             .map_err(|e| self.broken(command, e))?;
         let mut call =
@@ -289,7 +289,7 @@ set -x
 /// One command bash ran: its words, and whether a program was looked up for it (logged by
 /// `command_not_found_handle`) rather than traced.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     words: Vec<String>,
 }
 

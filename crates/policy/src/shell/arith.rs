@@ -174,8 +174,15 @@ pub(super) fn command(name: &str, args: &[Word]) -> Option<String> {
             .filter(|w| !w.value.starts_with('-'))
             .find_map(name_with_subscript),
         "printf" => {
-            let v = args.iter().position(|w| w.value == "-v")?;
-            args.get(v + 1).and_then(name_with_subscript)
+            // `-v NAME` or the joined `-vNAME`.
+            let v = args.iter().position(|w| w.value.starts_with("-v"))?;
+            match args[v].value.strip_prefix("-v").filter(|n| !n.is_empty()) {
+                Some(joined) => name_with_subscript(&Word {
+                    value: joined.to_owned(),
+                    ..args[v].clone()
+                }),
+                None => args.get(v + 1).and_then(name_with_subscript),
+            }
         }
         "test" | "[" => args
             .windows(2)
@@ -221,6 +228,7 @@ mod tests {
         assert!(command("read", &[w("-r"), w("line")]).is_none());
         assert!(command("printf", &[w("-v"), w("a[i]"), w("%s"), w("1")]).is_some());
         assert!(command("printf", &[w("%d"), w("a[$(rm x)]")]).is_none());
+        assert!(command("printf", &[w("-va[$(rm x)]"), w("%s"), w("1")]).is_some());
         assert!(command("test", &[w("-v"), w("a[$(rm x)]")]).is_some());
         assert!(command("unset", &[w("a[@]")]).is_none());
     }

@@ -201,6 +201,17 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         }
         if let Some(spec) = wrapper(&name) {
             let (inner, options) = inner_start(&spec, words, i + 1);
+            // `env NAME=value …` sets the inner program's environment.
+            let end = match inner {
+                Inner::At(j) => j,
+                _ => words.len(),
+            };
+            if let Some(why) = words[i + 1..end]
+                .iter()
+                .find_map(super::programs::code_assignment)
+            {
+                c.unknown.get_or_insert(why);
+            }
             let kind = if name == "env" && options {
                 Kind::Context
             } else {

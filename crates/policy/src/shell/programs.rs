@@ -150,7 +150,11 @@ fn git(e: &mut Effects, args: &[Word]) {
                 e.unknown(format!("`git {option}` runs the program it names"));
             }
         }
-        if matches!(v, "-O" | "--open-files-in-pager") || v.starts_with("--open-files-in-pager=") {
+        let grep = args.iter().any(|w| w.value == "grep");
+        if (grep && v.starts_with("-O"))
+            || v == "--open-files-in-pager"
+            || v.starts_with("--open-files-in-pager=")
+        {
             e.unknown(format!("`git grep {v}` runs a pager on the matches"));
         }
         if let Some(out) = option_value(args, k, "--output", None) {

@@ -340,7 +340,12 @@ pub(super) fn inner_start(spec: &Spec, words: &[Word], start: usize) -> (Inner, 
         i = next;
     }
     if spec.assignments {
-        while words.get(i).is_some_and(Word::is_assignment) {
+        // `env` takes any word with a `=` as an assignment, whatever its name or quoting
+        // (`env 'BASH_FUNC_f%%=() { …; }' bash` defines a function for bash).
+        while words
+            .get(i)
+            .is_some_and(|w| w.is_assignment() || (w.dynamic.is_none() && w.value.contains('=')))
+        {
             options = true;
             i += 1;
         }

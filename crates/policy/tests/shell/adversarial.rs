@@ -247,9 +247,9 @@ fn parse_failures_and_bounds_deny_whatever_the_default() {
     assert!(v.reason.contains("a missing `)`"), "{}", v.reason);
 }
 
-/// Text tree-sitter-bash skips without an error node is text Warden would not see and bash
-/// would run: such a reading is refused, whatever the rules and the default (found by the fast
-/// path's differential property: `cat - 2>&1` loses its `-`).
+/// Text tree-sitter-bash skips or misreads without an error node is text Warden would not see
+/// and bash would run: such a reading is refused, whatever the rules and the default (found by
+/// the fast path's differential property, `cat - 2>&1` losing its `-`, and by the bash oracle).
 #[test]
 fn text_the_parser_skips_is_refused() {
     for command in [
@@ -273,6 +273,24 @@ fn text_the_parser_skips_is_refused() {
             "{command:?}: {}",
             v.reason
         );
+    }
+    // Every reading the bash oracle found tree-sitter-bash to get wrong is refused, whatever
+    // the rules and the default: each line is bash running something tree-sitter did not see.
+    for command in [
+        "/bin/echo #\t$(echo a)\\\r\n\\# >| f", // a comment over `\␍␊`: bash runs `#`
+        ". -\\\n2>&1",                          // `-2` is a word to bash, not a descriptor
+        "ls $\\\r\n\"\\\\; rm x\"",             // `$\␍` then a new command line
+        "x=$ rm -rf x",                         // `$ ` is not an expansion: `rm` runs
+        "x=$(ls)\\;#; rm -rf x",                // `\;#` is in a word, not a comment
+        "GIT_PA<ER='sh -c \"rm -$'\\n'rf x' git log", // one redirect target, not two words
+        "printf<<E\nrm x\nE\n !'%s\\n' a b > f", // `!'…'` is a command named `!…`
+        "cat <<'EOF'rm -rf x\nEOF",             // the delimiter is `EOFrm`
+        "cat <<$'EOF'\nx\nEOF\nrm -rf x",       // the delimiter is `EOF` to bash
+    ] {
+        let s = policy(&["bash"], NONE, NONE, "allow");
+        let v = bash(&s, command);
+        assert_eq!(v.decision, D, "{command:?}: {}", v.reason);
+        assert_eq!(v.rule, None, "{command:?}");
     }
     // A bare `-` elsewhere is read as the word it is.
     let s = policy(&["bash(cat:*)"], NONE, NONE, "deny");
