@@ -88,6 +88,8 @@ pub struct PolicyBuilder {
     env: PathEnv,
     first_label: Option<String>,
     containment: Option<Containment>,
+    /// Path rules compare paths without regard to case (`[paths] case_insensitive`).
+    case_insensitive_paths: bool,
     /// Prompt directives (text only; see `crate::directives`).
     pub(crate) directives: crate::directives::Directives,
     guards: Option<GuardSet>,
@@ -122,6 +124,7 @@ impl PolicyBuilder {
             },
             first_label: None,
             containment: None,
+            case_insensitive_paths: false,
             directives: Default::default(),
             guards: None,
             approvers: Approvers::new(),
@@ -188,6 +191,13 @@ impl PolicyBuilder {
     /// Sets the default; with several calls (or files) the strictest wins.
     pub fn default(mut self, default: Decision) -> Self {
         self.default = Some(self.default.map_or(default, |d| d.max(default)));
+        self
+    }
+
+    /// Makes path rules compare paths without regard to letter case (for a case-insensitive
+    /// file system). Once on (by any file), it stays on.
+    pub fn case_insensitive_paths(mut self, on: bool) -> Self {
+        self.case_insensitive_paths |= on;
         self
     }
 
@@ -304,6 +314,9 @@ impl PolicyBuilder {
         }
         if let Some(c) = &f.containment {
             self = self.containment(c.clone());
+        }
+        if f.paths.is_some_and(|p| p.case_insensitive) {
+            self = self.case_insensitive_paths(true);
         }
         if let Some(d) = &f.directives {
             self = self.directives(d);
@@ -1008,7 +1021,12 @@ fn compile_rule(
                         ),
                     ));
                 };
-                let p = Pattern::compile(profile.matcher, spec, &b.env)
+                let p = Pattern::compile_folded(
+                    profile.matcher,
+                    spec,
+                    &b.env,
+                    b.case_insensitive_paths,
+                )
                     .map_err(|e| err(RuleErrorKind::InvalidPattern, e.to_string()))?;
                 Some(p)
             }
@@ -1113,5 +1131,6 @@ fn canonical_form(
         "preset": b.preset.as_ref().map(|(p, _)| p.name()),
         "hints": b.hints.clone().unwrap_or_default(),
         "modes": b.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "paths": if b.case_insensitive_paths { json!({"case_insensitive": true}) } else { Value::Null },
     })
 }

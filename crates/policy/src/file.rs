@@ -139,6 +139,22 @@ pub struct SourceDecl {
     pub notes: BTreeMap<String, String>,
 }
 
+/// The `[paths]` table: how path rules compare paths.
+///
+/// ```toml
+/// [paths]
+/// case_insensitive = true   # for a case-insensitive file system (macOS, Windows)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathsDecl {
+    /// Compare paths without regard to letter case, as a case-insensitive file system opens
+    /// them: `deny = ["write(.git/**)"]` then also denies `.GIT/hooks/x`. Path rules are
+    /// case-sensitive without it. With several files, any file turning it on turns it on.
+    #[serde(default)]
+    pub case_insensitive: bool,
+}
+
 /// A policy file. See docs/design/policy.md#the-policy-file and
 /// `docs/schemas/PolicyFile.schema.json`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
@@ -198,6 +214,9 @@ pub struct PolicyFile {
     /// Hint rules (`[hints]`: decisions by what a call does; docs/policy.md, "Hint rules").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<crate::hints::HintRules>,
+    /// How path rules compare paths (`[paths]`; docs/policy.md, "Paths").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<PathsDecl>,
     /// This file is the policy of a subagent scope (`[scope]`: name, parent, `expands_parent`);
     /// composed with its parent's by `ScopeSet`, never merged as a plain policy (docs/policy.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]

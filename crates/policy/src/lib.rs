@@ -70,7 +70,7 @@ pub use directives::{Directive, DirectiveError, Directives};
 pub use engine::{Call, Engine, Subject, SubjectVerdict, Verdict, VerdictObserver};
 pub use error::{Location, PolicyError, RuleErrorKind};
 pub use explain::{Explanation, RuleMatch, ShellTrace, SubjectTrace};
-pub use file::{Format, LoadedPolicy, OwnSource, PolicyFile, RuleList, SourceDecl};
+pub use file::{Format, LoadedPolicy, OwnSource, PathsDecl, PolicyFile, RuleList, SourceDecl};
 pub use grant::{DeclaredSet, GrantChange, GrantRefusal, GrantReport, GrantSet};
 pub use guard::{Finding, FindingKind, GuardError, GuardOutcome, GuardSet, Guards, SecretAction};
 pub use matcher::{MatcherKind, PathEnv};

@@ -1012,3 +1012,40 @@ fn symlinks_are_resolved_for_paths_and_redirect_targets() {
         );
     }
 }
+
+/// Path rules are case-sensitive; `[paths] case_insensitive = true` folds case, for a
+/// case-insensitive file system, in deny and allow rules alike (and any file turning it on
+/// turns it on).
+#[test]
+fn paths_compare_case_sensitively_unless_the_policy_folds_case() {
+    let text = "default = \"allow\"\ndeny = [\"write(.git/**)\"]\nallow = [\"edit(src/**)\"]\n";
+    let load = |t: &str, name: &str| {
+        LoadedPolicy::from_text(t.into(), Format::Toml, &format!("{name}.toml"), name, None)
+            .unwrap()
+    };
+    let env = || PathEnv { project_root: "/repo".into(), home: None };
+    let write = |s: &PolicySnapshot, path: &str| {
+        s.decide(&Call::new("write", serde_json::json!({"path": path}))).decision
+    };
+    let sensitive = PolicySnapshot::from_files(&[load(text, "p")], env()).unwrap();
+    assert_eq!(write(&sensitive, "/repo/.git/hooks/x"), Decision::Deny);
+    assert_eq!(write(&sensitive, "/repo/.GIT/hooks/x"), Decision::Allow);
+    let folded_text = format!("{text}[paths]\ncase_insensitive = true\n");
+    let folded = PolicySnapshot::from_files(&[load(&folded_text, "p")], env()).unwrap();
+    assert_eq!(write(&folded, "/repo/.GIT/hooks/x"), Decision::Deny);
+    assert_eq!(write(&folded, "/REPO/.Git/HOOKS/x"), Decision::Deny);
+    assert_ne!(folded.digest(), sensitive.digest(), "the digest covers it");
+    // Another file turning it on turns it on for every rule.
+    let other = load("default = \"allow\"\n[paths]\ncase_insensitive = true\n", "q");
+    let merged = PolicySnapshot::from_files(&[load(text, "p"), other], env()).unwrap();
+    assert_eq!(write(&merged, "/repo/.GIT/x"), Decision::Deny);
+    // Unknown keys are refused.
+    let bad = LoadedPolicy::from_text(
+        "default = \"allow\"\n[paths]\ncase = 1\n".into(),
+        Format::Toml,
+        "b.toml",
+        "b",
+        None,
+    );
+    assert!(bad.is_err() || PolicySnapshot::from_files(&[bad.unwrap()], env()).is_err());
+}

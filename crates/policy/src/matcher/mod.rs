@@ -395,6 +395,17 @@ impl Pattern {
     /// # Ok::<(), warden_policy::matcher::PatternError>(())
     /// ```
     pub fn compile(kind: MatcherKind, spec: &str, env: &PathEnv) -> Result<Pattern, PatternError> {
+        Self::compile_folded(kind, spec, env, false)
+    }
+
+    /// [`Pattern::compile`], with `path` patterns comparing without regard to letter case when
+    /// `fold_case` (a case-insensitive file system).
+    pub fn compile_folded(
+        kind: MatcherKind,
+        spec: &str,
+        env: &PathEnv,
+        fold_case: bool,
+    ) -> Result<Pattern, PatternError> {
         let err = |why: String| PatternError {
             kind: kind.name(),
             spec: spec.to_owned(),
@@ -414,7 +425,7 @@ impl Pattern {
                 (Imp::Glob(p), key)
             }
             MatcherKind::Path => {
-                let (p, key) = path::PathPattern::compile(spec, env).map_err(err)?;
+                let (p, key) = path::PathPattern::compile(spec, env, fold_case).map_err(err)?;
                 (Imp::Path(p), key)
             }
             MatcherKind::Domain => {

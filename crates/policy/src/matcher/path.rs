@@ -12,6 +12,8 @@ pub(super) struct PathPattern {
     set: GlobSet,
     /// The same match without the glob engine, for the common literal shapes.
     fast: Option<Fast>,
+    /// Paths compare without regard to letter case.
+    fold: bool,
 }
 
 /// A pattern whose match is a string comparison (normalized paths have no `//`, no `.` or
@@ -81,7 +83,11 @@ enum Comp<'a> {
 
 impl PathPattern {
     /// Compiles a `path` spec; returns the pattern and its index key.
-    pub(super) fn compile(spec: &str, env: &PathEnv) -> Result<(PathPattern, String), String> {
+    pub(super) fn compile(
+        spec: &str,
+        env: &PathEnv,
+        fold: bool,
+    ) -> Result<(PathPattern, String), String> {
         let (body, any_suffix) = match spec.strip_suffix(":*") {
             Some(body) => (body, true),
             None => (spec, false),
@@ -133,7 +139,13 @@ impl PathPattern {
             base.push('*');
         }
         let key = literal_key(&base);
-        let fast = Fast::of(&base, any_suffix);
+        // Index keys are compared as written: a folded pattern is a candidate for every path.
+        let key = if fold { String::new() } else { key };
+        let fast = if fold {
+            Fast::of(&base.to_lowercase(), any_suffix)
+        } else {
+            Fast::of(&base, any_suffix)
+        };
         let beneath = if base == "/" {
             "/**".to_owned()
         } else {
@@ -146,16 +158,18 @@ impl PathPattern {
             let glob = GlobBuilder::new(glob)
                 .literal_separator(true)
                 .backslash_escape(true)
+                .case_insensitive(fold)
                 .build()
                 .map_err(|e| format!("bad glob: {}", e.kind()))?;
             set.add(glob);
         }
         let set = set.build().map_err(|e| format!("bad glob: {}", e.kind()))?;
-        Ok((PathPattern { set, fast }, key))
+        Ok((PathPattern { set, fast, fold }, key))
     }
 
     pub(super) fn matches(&self, path: &str) -> bool {
         match &self.fast {
+            Some(fast) if self.fold => fast.matches(&path.to_lowercase()),
             Some(fast) => fast.matches(path),
             None => self.set.is_match(path),
         }
@@ -388,7 +402,7 @@ mod tests {
         ];
         let mut fast_seen = 0;
         for spec in specs {
-            let (mut pattern, _) = PathPattern::compile(spec, &env).unwrap();
+            let (mut pattern, _) = PathPattern::compile(spec, &env, false).unwrap();
             let Some(fast) = pattern.fast.take() else {
                 continue;
             };
