@@ -1027,7 +1027,7 @@ fn compile_rule(
                     &b.env,
                     b.case_insensitive_paths,
                 )
-                    .map_err(|e| err(RuleErrorKind::InvalidPattern, e.to_string()))?;
+                .map_err(|e| err(RuleErrorKind::InvalidPattern, e.to_string()))?;
                 Some(p)
             }
         };

@@ -1023,9 +1023,13 @@ fn paths_compare_case_sensitively_unless_the_policy_folds_case() {
         LoadedPolicy::from_text(t.into(), Format::Toml, &format!("{name}.toml"), name, None)
             .unwrap()
     };
-    let env = || PathEnv { project_root: "/repo".into(), home: None };
+    let env = || PathEnv {
+        project_root: "/repo".into(),
+        home: None,
+    };
     let write = |s: &PolicySnapshot, path: &str| {
-        s.decide(&Call::new("write", serde_json::json!({"path": path}))).decision
+        s.decide(&Call::new("write", serde_json::json!({"path": path})))
+            .decision
     };
     let sensitive = PolicySnapshot::from_files(&[load(text, "p")], env()).unwrap();
     assert_eq!(write(&sensitive, "/repo/.git/hooks/x"), Decision::Deny);
@@ -1036,7 +1040,10 @@ fn paths_compare_case_sensitively_unless_the_policy_folds_case() {
     assert_eq!(write(&folded, "/REPO/.Git/HOOKS/x"), Decision::Deny);
     assert_ne!(folded.digest(), sensitive.digest(), "the digest covers it");
     // Another file turning it on turns it on for every rule.
-    let other = load("default = \"allow\"\n[paths]\ncase_insensitive = true\n", "q");
+    let other = load(
+        "default = \"allow\"\n[paths]\ncase_insensitive = true\n",
+        "q",
+    );
     let merged = PolicySnapshot::from_files(&[load(text, "p"), other], env()).unwrap();
     assert_eq!(write(&merged, "/repo/.GIT/x"), Decision::Deny);
     // Unknown keys are refused.
