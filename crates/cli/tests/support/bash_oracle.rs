@@ -9,9 +9,17 @@ use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
 
 use super::oracle::{Checked, Oracle};
 
+/// The oracle, contained by the `warden` binary built with these tests, or by the one
+/// `WARDEN_SANDBOX_HELPER` names (a long run uses a copy, so rebuilding does not disturb it).
 fn oracle() -> &'static Oracle {
     static ORACLE: OnceLock<Oracle> = OnceLock::new();
-    ORACLE.get_or_init(|| Oracle::new(PathBuf::from(env!("CARGO_BIN_EXE_warden"))).unwrap())
+    ORACLE.get_or_init(|| {
+        let helper = std::env::var_os("WARDEN_SANDBOX_HELPER").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+            PathBuf::from,
+        );
+        Oracle::new(helper).unwrap()
+    })
 }
 
 /// A policy from TOML text.
@@ -32,18 +40,69 @@ fn policy(text: &str) -> PolicySnapshot {
 /// saw every command of, so bash must run nothing else.
 const PERMISSIVE: &str = "default = \"allow\"\ndeny = [\"bash(rm:*)\", \"write(.git/**)\"]\n";
 
+/// The oracle sees what bash does, through each of its channels, including what a command
+/// tries to hide: traced builtins and functions, programs looked up on `PATH` (even under
+/// `set +x`), nested shells, and files changed through a symlink.
 #[test]
-fn oracle_smoke() {
+fn the_oracle_sees_what_bash_runs_and_writes() {
+    let ran = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let cases: [(&str, Vec<String>, &str); 6] = [
+        ("eval 'rm -rf x'", ran(&["rm", "-rf", "x"]), ""),
+        ("set +x; rm x", ran(&["rm", "x"]), ""),
+        ("bash -c 'git status'", ran(&["git", "status"]), ""),
+        ("trap 'rm a.txt' EXIT", ran(&["rm", "a.txt"]), ""),
+        ("f() { echo hi; }; f", ran(&["echo", "hi"]), ""),
+        (
+            "echo pwned > link",
+            ran(&["echo", "pwned"]),
+            ".git/hooks/pre-commit",
+        ),
+    ];
+    for (command, expected, changed) in cases {
+        let (commands, changes) = oracle().observe(command).unwrap();
+        assert!(
+            commands.contains(&expected),
+            "{command:?}: expected {expected:?} among {commands:?}"
+        );
+        if changed.is_empty() {
+            assert!(changes.is_empty(), "{command:?}: {changes:?}");
+        } else {
+            assert!(
+                changes.contains(&PathBuf::from(changed)),
+                "{command:?}: {changes:?}"
+            );
+        }
+    }
+}
+
+/// What the oracle concludes for commands of each kind: allowed ones it runs and finds
+/// covered; ones Warden refuses it does not run.
+#[test]
+fn the_oracle_holds_allowed_commands_and_skips_refused_ones() {
     let p = policy(PERMISSIVE);
-    for c in [
+    for covered in [
         "echo hi",
         "echo hi > out.txt",
-        "cd .git/hooks; echo x > pre-commit",
-        "trap 'rm -rf x' EXIT",
         "f() { ls; }; f",
         "x=$(echo a); echo \"$x\"",
     ] {
-        eprintln!("{c:?}: {:?}", oracle().check(&p, c));
+        assert!(
+            matches!(oracle().check(&p, covered), Ok(Checked::Covered { .. })),
+            "{covered:?}: {:?}",
+            oracle().check(&p, covered)
+        );
+    }
+    for refused in [
+        "rm -rf x",
+        "bash -c 'rm x'",
+        "echo \\ #; rm -rf x",
+        "trap 'rm -rf x' EXIT",
+    ] {
+        assert!(
+            matches!(oracle().check(&p, refused), Ok(Checked::NotAllowed(_))),
+            "{refused:?}: {:?}",
+            oracle().check(&p, refused)
+        );
     }
 }
 

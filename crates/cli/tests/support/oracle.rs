@@ -151,6 +151,29 @@ impl Oracle {
         }
     }
 
+    /// What bash did with `command`, no verdict asked: the words of every command it ran and
+    /// every path it created, changed or deleted (relative to the working directory). The
+    /// oracle's own tests use it to show it sees what it must.
+    pub(crate) fn observe(
+        &self,
+        command: &str,
+    ) -> Result<(Vec<Vec<String>>, Vec<PathBuf>), String> {
+        let run = Run::new(self.runs.fetch_add(1, Ordering::Relaxed))?;
+        let before = snapshot(&run.root);
+        self.run_bash(&run, command)?;
+        let after = snapshot(&run.root);
+        let log = std::fs::read(&run.log).unwrap_or_default();
+        let ran = records(&log, &run.nonce)
+            .into_iter()
+            .map(|r| r.words)
+            .collect();
+        let changed = changes(&before, &after)
+            .into_iter()
+            .map(|p| p.strip_prefix(&run.ws).map(Path::to_path_buf).unwrap_or(p))
+            .collect();
+        Ok((ran, changed))
+    }
+
     fn broken(&self, command: &str, why: String) -> Finding {
         Finding {
             command: command.to_owned(),
