@@ -163,7 +163,15 @@ fn approve(a: &ApproveArgs, out: &mut impl Write) -> Result<ExitCode, CliError> 
             .checked_mul(1000)
             .ok_or_else(|| CliError::Input("--ttl: too large".into()))?,
     };
-    let snapshot = load::snapshot(&a.policies, a.project_root.as_deref())?;
+    let files: Vec<load::PolicyPath> = a
+        .policies
+        .iter()
+        .map(|path| load::PolicyPath {
+            path: path.clone(),
+            role: warden_policy::Role::Project,
+        })
+        .collect();
+    let snapshot = load::snapshot(&files, a.project_root.as_deref())?;
     let text = std::fs::read_to_string(key_path)
         .map_err(|e| CliError::Input(format!("--key {}: {e}", key_path.display())))?;
     let key = SigningKey::parse(&text)

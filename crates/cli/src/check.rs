@@ -110,7 +110,7 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
         }
     };
     if let Some(name) = &a.scope {
-        let scope = load::scope(&a.policy.policies, a.policy.project_root.as_deref(), name)?;
+        let scope = load::scope(&a.policy.files(), a.policy.project_root.as_deref(), name)?;
         let chain = scope.chain();
         // Every scope shares the path environment: the root's policy resolves the paths.
         if let Some(root) = chain.first().and_then(|s| s.policy()) {
@@ -212,7 +212,7 @@ pub(crate) fn run_explain(a: &ExplainArgs, out: &mut impl Write) -> Result<ExitC
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let scope = load::scope(&a.policy.policies, a.policy.project_root.as_deref(), name)?;
+    let scope = load::scope(&a.policy.files(), a.policy.project_root.as_deref(), name)?;
     let chain = scope.chain();
     if let Some(root) = chain.first().and_then(|s| s.policy()) {
         edge::resolve_call_paths(root, &mut call);

@@ -223,7 +223,11 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     let workspace = workspace(a.workspace.as_ref())?;
     let action =
         ActionRef::new(a.tool.as_str()).map_err(|e| CliError::Input(format!("--tool: {e}")))?;
-    let snapshot = Arc::new(a.policy.snapshot()?);
+    let snapshot = Arc::new(load::snapshot_protecting(
+        &a.policy.files(),
+        a.policy.project_root.as_deref(),
+        &load::store_files(a.evidence.as_deref(), "the evidence store"),
+    )?);
     let receipt = a
         .receipt
         .as_deref()

@@ -171,8 +171,8 @@ pub(crate) fn run_import(a: &ImportArgs, out: &mut impl Write) -> Result<ExitCod
         claude_code::import_settings(&files).map_err(|e| CliError::Input(e.to_string()))?;
     // The result must build: every translated rule compiles.
     let env = match &a.out {
-        Some(p) => load::path_env(std::slice::from_ref(p), None)?,
-        None => load::path_env(&[PathBuf::from("imported.toml")], None)?,
+        Some(p) => load::path_env(Some(p), None)?,
+        None => load::path_env(Some(Path::new("imported.toml")), None)?,
     };
     claude_code::check_import(&import, env).map_err(|e| CliError::Input(e.to_string()))?;
     let body = import.policy.write(Format::Toml)?;

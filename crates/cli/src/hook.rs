@@ -150,7 +150,7 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
             "PreToolUse without tool_name or tool_input".into(),
         ));
     };
-    let snapshot = a.policy.snapshot()?;
+    let snapshot = a.snapshot()?;
     let cwd = event_cwd(e)?;
     // Guards first: a blocking guard denies; a redacted input is what gets decided and run.
     let (input, redacted): (Cow<'_, Value>, Option<Vec<Finding>>) =
@@ -206,7 +206,7 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
 }
 
 fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
-    let snapshot = a.policy.snapshot()?;
+    let snapshot = a.snapshot()?;
     if let Some(path) = &a.journal {
         let tool_name = e
             .tool_name
@@ -320,6 +320,17 @@ fn inject_test_panic() {
     }
 }
 
+impl ClaudeCodeArgs {
+    /// The policy, with the policy files and the journal protected from the agent.
+    fn snapshot(&self) -> Result<warden_policy::PolicySnapshot, CliError> {
+        load::snapshot_protecting(
+            &self.policy.files(),
+            self.policy.project_root.as_deref(),
+            &load::store_files(self.journal.as_deref(), "the hook's journal"),
+        )
+    }
+}
+
 fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     // Refuse to install a hook whose policy does not load: it would block every call.
     a.policy.snapshot()?;
@@ -327,9 +338,9 @@ fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, 
         .and_then(|p| p.canonicalize())
         .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
     let mut args: Vec<String> = vec!["hook".into(), "claude-code".into()];
-    for p in &a.policy.policies {
-        args.push("--policy".into());
-        args.push(canonical(p)?);
+    for f in a.policy.files() {
+        args.push(f.flag().into());
+        args.push(canonical(&f.path)?);
     }
     if let Some(root) = &a.policy.project_root {
         args.push("--project-root".into());

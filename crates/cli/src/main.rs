@@ -80,22 +80,54 @@ enum OutputFormat {
     Json,
 }
 
-/// Policy files to load.
+/// Policy files to load, each with the role its flag gives it (who it speaks for: never the
+/// file's own say). At least one is required.
 #[derive(Debug, Args)]
 struct PolicyArgs {
-    /// A policy file (.toml or .json); repeat to merge several as sources.
-    #[arg(long = "policy", value_name = "FILE", required = true)]
+    /// The organisation's policy file: outranks every other file, and no other file's
+    /// carve-out, grant or preset reaches its rules. Repeatable.
+    #[arg(long = "managed", value_name = "FILE")]
+    managed: Vec<PathBuf>,
+    /// A project policy file (.toml or .json); repeat to merge several as sources.
+    #[arg(long = "policy", value_name = "FILE")]
     policies: Vec<PathBuf>,
+    /// The user's own policy file, below the project's. Repeatable.
+    #[arg(long = "user", value_name = "FILE")]
+    user: Vec<PathBuf>,
+    /// A policy file nobody vouches for (one the agent may have written): only its deny and
+    /// ask rules count. Repeatable.
+    #[arg(long = "untrusted", value_name = "FILE")]
+    untrusted: Vec<PathBuf>,
     /// The project root relative path patterns (`edit(src/**)`) are anchored at (default:
-    /// $CLAUDE_PROJECT_DIR when set, else the first policy file's folder).
+    /// $CLAUDE_PROJECT_DIR when set, else the first --policy file's folder, else the first
+    /// file's).
     #[arg(long, value_name = "DIR")]
     project_root: Option<PathBuf>,
 }
 
 impl PolicyArgs {
+    /// Every file with its role: managed, project, user, untrusted, each in the order given.
+    fn files(&self) -> Vec<load::PolicyPath> {
+        use warden_policy::Role;
+        [
+            (&self.managed, Role::Managed),
+            (&self.policies, Role::Project),
+            (&self.user, Role::User),
+            (&self.untrusted, Role::Untrusted),
+        ]
+        .into_iter()
+        .flat_map(|(paths, role)| {
+            paths.iter().map(move |path| load::PolicyPath {
+                path: path.clone(),
+                role,
+            })
+        })
+        .collect()
+    }
+
     /// Reads, merges and compiles the policy files.
     fn snapshot(&self) -> Result<warden_policy::PolicySnapshot, CliError> {
-        load::snapshot(&self.policies, self.project_root.as_deref())
+        load::snapshot(&self.files(), self.project_root.as_deref())
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) fn compile(
                 .map(|src| {
                     json!({
                         "name": src.name,
+                        "role": src.role.as_str(),
                         "rank": src.rank,
                         "trusted": src.trusted,
                         "path": src.path,
@@ -38,7 +39,9 @@ pub(crate) fn compile(
                 "version": s.version(),
                 "digest": s.digest().as_str(),
                 "default": s.default_decision().as_str(),
+                "default_from": s.default_origin(),
                 "rules": {"deny": deny, "ask": ask, "allow": allow},
+                "protected": s.protected(),
                 "sources": sources,
             });
             writeln!(out, "{value}")?;
@@ -46,12 +49,18 @@ pub(crate) fn compile(
         OutputFormat::Text => {
             writeln!(out, "policy  {} version {}", s.id(), s.version())?;
             writeln!(out, "digest  {}", s.digest())?;
-            writeln!(out, "default {}", s.default_decision())?;
+            writeln!(
+                out,
+                "default {} (from {}; the strictest default applies)",
+                s.default_decision(),
+                s.default_origin()
+            )?;
             for src in s.sources() {
                 writeln!(
                     out,
-                    "source  {} (rank {}, {}): deny {}, ask {}, allow {}{}",
+                    "source  {} ({}, rank {}, {}): deny {}, ask {}, allow {}{}",
                     src.name,
+                    src.role,
                     src.rank,
                     if src.trusted { "trusted" } else { "untrusted" },
                     src.rule_counts[0],

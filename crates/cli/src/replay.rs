@@ -117,10 +117,16 @@ pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliE
     let against = if a.against.is_empty() {
         None
     } else {
-        Some(load::snapshot(
-            &a.against,
-            a.policy.project_root.as_deref(),
-        )?)
+        // The policy compared against: project files, as `--policy` loads them.
+        let files: Vec<load::PolicyPath> = a
+            .against
+            .iter()
+            .map(|path| load::PolicyPath {
+                path: path.clone(),
+                role: warden_policy::Role::Project,
+            })
+            .collect();
+        Some(load::snapshot(&files, a.policy.project_root.as_deref())?)
     };
     let cwd = match &a.cwd {
         Some(d) => load::absolute(d)?,

@@ -381,13 +381,14 @@ impl Scope {
         }
     }
 
-    /// The source rank: Claude Code's precedence (managed 40, local 30, project 20, user 10).
+    /// The source rank inside the imported policy file: Claude Code's precedence (managed 0,
+    /// local -10, project -20, user -30; a policy file may only lower its sources' ranks).
     pub fn rank(self) -> i64 {
         match self {
-            Self::Managed => 40,
-            Self::Local => 30,
-            Self::Project => 20,
-            Self::User => 10,
+            Self::Managed => 0,
+            Self::Local => -10,
+            Self::Project => -20,
+            Self::User => -30,
         }
     }
 
@@ -862,8 +863,8 @@ mod tests {
         ];
         let import = import_settings(&files).unwrap();
         let s = &import.policy.sources;
-        assert_eq!((s[0].name.as_str(), s[0].rank), ("managed", 40));
-        assert_eq!((s[1].name.as_str(), s[1].rank), ("project", 20));
+        assert_eq!((s[0].name.as_str(), s[0].rank), ("managed", 0));
+        assert_eq!((s[1].name.as_str(), s[1].rank), ("project", -20));
         assert_eq!(
             s[1].allow,
             RuleList::Many(vec![

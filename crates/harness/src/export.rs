@@ -66,7 +66,8 @@ struct Declared {
     rule: Rule,
     text: String,
     source: String,
-    rank: i64,
+    /// The source as the snapshot compiled it (standing, trust, which file).
+    info: Option<warden_policy::SourceInfo>,
     trusted: bool,
 }
 
@@ -137,8 +138,8 @@ fn read_declared(snapshot: &PolicySnapshot) -> Result<Vec<Declared>, HarnessErro
             rule,
             text: text.to_owned(),
             source: source.to_owned(),
-            rank: info.map_or(0, |s| s.rank),
             trusted: info.is_some_and(|s| s.trusted),
+            info: info.cloned(),
         });
     }
     Ok(out)
@@ -268,10 +269,9 @@ fn carving<'a>(declared: &'a [Declared], d: &Declared) -> Option<&'a Declared> {
         c.list == ListKind::Allow
             && c.rule.is_carve_out()
             && tools_of(&c.rule).iter().any(|t| tools.contains(t))
-            && if c.trusted {
-                c.rank >= d.rank
-            } else {
-                c.source == d.source
+            && match (&c.info, &d.info) {
+                (Some(by), Some(target)) => by.carve_out_reaches(target),
+                _ => c.source == d.source,
             }
     })
 }

@@ -17,7 +17,8 @@ use warden_contracts::{Digest, PolicySnapshotRef};
 
 use crate::containment::Containment;
 use crate::decl::{
-    Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
+    Decision, ListKind, MAX_RANK, Role, RuleSet, Source, ToolProfile, builtin_aliases,
+    builtin_profiles,
 };
 use crate::error::{Location, PolicyError, RuleErrorKind};
 use crate::file::{LoadedPolicy, RuleList};
@@ -46,6 +47,9 @@ pub(crate) struct SetDecl {
     pub(crate) source: Source,
     /// The file's own lists (ordered after every merged source).
     pub(crate) own: bool,
+    /// Which declaration it came with: 0 for the library's own sources, `n` for the `n`th
+    /// file. At an equal standing, a carve-out reaches only sources of its own group.
+    pub(crate) group: usize,
     pub(crate) lists: [Vec<RuleDecl>; 3],
     pub(crate) notes: BTreeMap<String, (String, Location)>,
     pub(crate) at: Location,
@@ -87,6 +91,15 @@ pub struct PolicyBuilder {
     aliases: BTreeMap<String, Vec<String>>,
     env: PathEnv,
     first_label: Option<String>,
+    /// Files added so far (each file's sets get the next group).
+    files: usize,
+    /// Where the strictest default was set (a file's label, or `<library>`), and whether a
+    /// preset implied it.
+    default_from: Option<DefaultOrigin>,
+    /// The highest role of the files that named the preset (its deny rules speak for it).
+    preset_role: Role,
+    /// Files the governed agent may not write: the policy files, and what the runtime adds.
+    protected: Vec<Protected>,
     containment: Option<Containment>,
     /// Path rules compare paths without regard to case (`[paths] case_insensitive`).
     case_insensitive_paths: bool,
@@ -123,6 +136,10 @@ impl PolicyBuilder {
                 home: None,
             },
             first_label: None,
+            files: 0,
+            default_from: None,
+            preset_role: Role::Untrusted,
+            protected: Vec::new(),
             containment: None,
             case_insensitive_paths: false,
             directives: Default::default(),
@@ -189,8 +206,16 @@ impl PolicyBuilder {
     }
 
     /// Sets the default; with several calls (or files) the strictest wins.
-    pub fn default(mut self, default: Decision) -> Self {
-        self.default = Some(self.default.map_or(default, |d| d.max(default)));
+    pub fn default(self, default: Decision) -> Self {
+        self.default_by(default, DefaultOrigin::library())
+    }
+
+    /// Takes `default` when it is stricter than the one so far, remembering where it came from.
+    fn default_by(mut self, default: Decision, from: DefaultOrigin) -> Self {
+        if self.default.is_none_or(|d| default > d) {
+            self.default = Some(default);
+            self.default_from = Some(from);
+        }
         self
     }
 
@@ -230,6 +255,37 @@ impl PolicyBuilder {
         Ok(self)
     }
 
+    /// Protects `path` from the governed agent: a `write` or `edit` call, or a shell write,
+    /// that resolves to it is denied whatever the rules say, and so is a shell command that
+    /// names it unless the command only reads. `what` says what it is in the reason (`the
+    /// evidence store`). Every policy file added with [`Self::file`] is protected already.
+    /// The path is made absolute against the current directory and resolved through
+    /// symlinks when it exists; protection is a property of how the policy was loaded, not of
+    /// its semantics, so the digest does not cover it.
+    ///
+    /// ```
+    /// use warden_policy::{Call, Decision, PolicyBuilder};
+    /// let policy = PolicyBuilder::new()
+    ///     .default(Decision::Allow)
+    ///     .protect("/var/lib/warden/evidence.db", "the evidence store")
+    ///     .build()?;
+    /// let write = Call::new("write", serde_json::json!({"path": "/var/lib/warden/evidence.db"}));
+    /// assert_eq!(policy.decide(&write).decision, Decision::Deny);
+    /// # Ok::<(), warden_policy::PolicyError>(())
+    /// ```
+    pub fn protect(mut self, path: impl AsRef<std::path::Path>, what: impl Into<String>) -> Self {
+        let what = what.into();
+        for form in crate::edge::protected_forms(path.as_ref()) {
+            if !self.protected.iter().any(|p| p.path == form) {
+                self.protected.push(Protected {
+                    path: form,
+                    what: what.clone(),
+                });
+            }
+        }
+        self
+    }
+
     /// Where relative path patterns are anchored and what `~/` means.
     pub fn path_env(mut self, env: PathEnv) -> Self {
         self.env = env;
@@ -262,7 +318,7 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds a policy's own lists (evaluated after every merged source).
+    /// Adds a policy's own lists (evaluated after every merged source of the same role).
     pub fn own(mut self, source: Source, rules: RuleSet) -> Self {
         let at = Location::file("<library>");
         self.sets.push(set_from_rules(source, rules, true, at));
@@ -284,6 +340,15 @@ impl PolicyBuilder {
                 key: (*key).to_owned(),
             });
         }
+        let role = policy.role;
+        if !role.may_be_trusted() {
+            refuse_widening_tables(policy)?;
+        }
+        if let Some(path) = &policy.path {
+            self = self.protect(path, "a policy file Warden loaded");
+        }
+        self.files += 1;
+        let group = self.files;
         if self.first_label.is_none() {
             self.first_label = Some(policy.label.clone());
             if self.id.is_none() {
@@ -293,8 +358,19 @@ impl PolicyBuilder {
                 self.version = f.version.clone();
             }
         }
-        if let Some(d) = f.default {
-            self = self.default(d);
+        // A file's default, or the default its preset implies when it sets none, takes part
+        // in "the strictest default applies".
+        match (f.default, f.preset) {
+            (Some(d), _) => {
+                self = self.default_by(d, DefaultOrigin::file(&policy.label, None));
+            }
+            (None, Some(p)) => {
+                self = self.default_by(
+                    p.default_decision(),
+                    DefaultOrigin::file(&policy.label, Some(p)),
+                );
+            }
+            (None, None) => {}
         }
         if let Some(m) = &f.modes {
             for mode in &m.active {
@@ -311,6 +387,7 @@ impl PolicyBuilder {
                 pointer: Some("/preset".into()),
             };
             self = self.preset_at(p, at)?;
+            self.preset_role = self.preset_role.max(role);
         }
         if let Some(c) = &f.containment {
             self = self.containment(c.clone());
@@ -354,12 +431,13 @@ impl PolicyBuilder {
             let pointer = format!("/sources/{i}");
             let source = Source {
                 name: s.name.clone(),
-                rank: s.rank,
-                trusted: s.trusted,
+                role,
+                rank: file_rank(policy, s.rank, &format!("{pointer}/rank"))?,
+                trusted: s.trusted && role.may_be_trusted(),
                 path: s.path.clone(),
                 hash: s.hash.clone(),
             };
-            let set = set_from_decl(
+            let mut set = set_from_decl(
                 policy,
                 source,
                 false,
@@ -367,6 +445,7 @@ impl PolicyBuilder {
                 [&s.deny, &s.ask, &s.allow],
                 &s.notes,
             );
+            set.group = group;
             self.sets.push(set);
         }
         let own = Source {
@@ -375,12 +454,17 @@ impl PolicyBuilder {
                 .as_ref()
                 .and_then(|s| s.name.clone())
                 .unwrap_or_else(|| policy.stem.clone()),
-            rank: f.source.as_ref().and_then(|s| s.rank).unwrap_or(0),
-            trusted: true,
+            role,
+            rank: match f.source.as_ref().and_then(|s| s.rank) {
+                Some(rank) => file_rank(policy, rank, "/source/rank")?,
+                None => 0,
+            },
+            trusted: role.may_be_trusted(),
             path: policy.path.as_ref().map(|p| p.display().to_string()),
             hash: Some(policy.hash.clone()),
         };
-        let set = set_from_decl(policy, own, true, "", [&f.deny, &f.ask, &f.allow], &f.notes);
+        let mut set = set_from_decl(policy, own, true, "", [&f.deny, &f.ask, &f.allow], &f.notes);
+        set.group = group;
         self.sets.push(set);
         Ok(self)
     }
@@ -391,6 +475,105 @@ impl PolicyBuilder {
         let mut snapshot = Compiler::new(self).compile()?;
         snapshot.declared = declared;
         Ok(snapshot)
+    }
+}
+
+/// A file the governed agent may not write (see [`PolicyBuilder::protect`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Protected {
+    /// Its absolute path (one entry per form: as given, and with symlinks resolved).
+    pub path: String,
+    /// What it is, for the reason (`a policy file Warden loaded`).
+    pub what: String,
+}
+
+/// Where the policy's default came from, as `warden policy compile` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DefaultOrigin {
+    /// The file that set it (its label), or `<library>`.
+    pub file: String,
+    /// The preset that implied it, when the file set no `default` of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<Preset>,
+}
+
+impl DefaultOrigin {
+    fn library() -> Self {
+        Self {
+            file: "<library>".into(),
+            preset: None,
+        }
+    }
+
+    fn file(label: &str, preset: Option<Preset>) -> Self {
+        Self {
+            file: label.to_owned(),
+            preset,
+        }
+    }
+}
+
+impl std::fmt::Display for DefaultOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.preset {
+            Some(p) => write!(f, "{} (implied by preset `{p}`)", self.file),
+            None => f.write_str(&self.file),
+        }
+    }
+}
+
+/// A rank a policy file declares for one of its sources: at most 0, since a file may only
+/// lower its standing within the role it was loaded with, and no lower than `-MAX_RANK`.
+fn file_rank(policy: &LoadedPolicy, rank: i64, pointer: &str) -> Result<i64, PolicyError> {
+    let at = Location {
+        file: policy.label.clone(),
+        line: policy.line_of("rank"),
+        pointer: Some(pointer.to_owned()),
+    };
+    if rank > 0 {
+        return Err(PolicyError::Source {
+            at,
+            message: format!(
+                "rank {rank} would raise this file above its role ({}): a policy file may only lower its standing (rank <= 0); its role comes from how it is loaded (--managed, --policy, --user, --untrusted)",
+                policy.role
+            ),
+        });
+    }
+    if rank < -MAX_RANK {
+        return Err(PolicyError::Source {
+            at,
+            message: format!("rank {rank} is below the lowest rank, -{MAX_RANK}"),
+        });
+    }
+    Ok(rank)
+}
+
+/// An untrusted file can only add deny and ask rules (and narrow: modes, guards,
+/// containment): every table that could widen what is allowed, or speak to the model, is
+/// refused with its name rather than ignored.
+fn refuse_widening_tables(policy: &LoadedPolicy) -> Result<(), PolicyError> {
+    let f = &policy.file;
+    let present: [(&str, bool); 7] = [
+        ("default", f.default == Some(Decision::Allow)),
+        ("preset", f.preset.is_some()),
+        ("tools", !f.tools.is_empty()),
+        ("approvers", !f.approvers.is_empty()),
+        ("hints", f.hints.is_some()),
+        ("paths", f.paths.is_some()),
+        ("directives", f.directives.is_some()),
+    ];
+    match present.iter().find(|(_, here)| *here) {
+        Some((key, _)) => Err(PolicyError::Source {
+            at: Location {
+                file: policy.label.clone(),
+                line: policy.line_of(key),
+                pointer: Some(format!("/{key}")),
+            },
+            message: format!(
+                "an untrusted policy file may only add deny and ask rules (and narrow modes, guards and containment); `{key}` could widen what is allowed, so it is refused"
+            ),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -418,6 +601,7 @@ fn set_from_rules(source: Source, rules: RuleSet, own: bool, at: Location) -> Se
     SetDecl {
         source,
         own,
+        group: 0,
         lists,
         notes,
         at,
@@ -472,6 +656,7 @@ fn set_from_decl(
     SetDecl {
         source,
         own,
+        group: 0,
         lists,
         notes,
         at: Location {
@@ -491,8 +676,13 @@ fn set_from_decl(
 pub struct SourceInfo {
     /// Its name.
     pub name: String,
-    /// Its rank.
+    /// Who it speaks for.
+    pub role: Role,
+    /// Its rank within the role.
     pub rank: i64,
+    /// Which declaration it came with (0: the library's own sources; `n`: the `n`th file).
+    #[serde(skip)]
+    pub(crate) group: usize,
     /// Whether it is trusted.
     pub trusted: bool,
     /// Whether these are a policy file's own lists.
@@ -508,6 +698,31 @@ pub struct SourceInfo {
     /// The rules alias expansion added beyond those written (`write(src/**)` from
     /// `edit(src/**)`), in compile order: the difference between `rule_counts` and the file.
     pub derived: Vec<DerivedRule>,
+}
+
+impl SourceInfo {
+    /// Its standing: role first, then rank.
+    pub fn standing(&self) -> (Role, i64) {
+        (self.role, self.rank)
+    }
+
+    /// Whether a carve-out of this source can cancel a rule of `target`: always its own
+    /// rules; a trusted source's also reaches sources standing strictly below it, and at an
+    /// equal standing only sources declared with it (the same file, or the library's own), so
+    /// a tie between two files never lets one file's carve-out reach the other's rules.
+    pub fn carve_out_reaches(&self, target: &SourceInfo) -> bool {
+        if self.name == target.name {
+            return true;
+        }
+        if !self.trusted {
+            return false;
+        }
+        match self.standing().cmp(&target.standing()) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => self.group == target.group,
+            std::cmp::Ordering::Less => false,
+        }
+    }
 }
 
 /// A rule alias expansion derived from a written one: an alias names several tools, and each
@@ -644,6 +859,13 @@ pub struct PolicySnapshot {
     pub(crate) digest: Digest,
     pub(crate) canonical: String,
     pub(crate) default: Decision,
+    pub(crate) default_from: DefaultOrigin,
+    pub(crate) protected: Vec<Protected>,
+    /// Whether paths compare without regard to letter case (`[paths] case_insensitive`).
+    pub(crate) fold_paths: bool,
+    /// The tools the `edit` alias names (`edit`, `write`): the ones whose path a protected
+    /// file may not be.
+    pub(crate) writing_tools: Vec<String>,
     pub(crate) sources: Vec<SourceInfo>,
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) lists: [ListIndex; 3],
@@ -708,6 +930,14 @@ impl PolicySnapshot {
     pub fn default_decision(&self) -> Decision {
         self.default
     }
+    /// The files the governed agent may not write.
+    pub fn protected(&self) -> &[Protected] {
+        &self.protected
+    }
+    /// Where the default came from: the file whose default (or preset's) was the strictest.
+    pub fn default_origin(&self) -> &DefaultOrigin {
+        &self.default_from
+    }
     /// The operating modes in force.
     pub fn modes(&self) -> &[Mode] {
         &self.modes
@@ -754,24 +984,37 @@ impl Compiler {
     fn compile(self) -> Result<PolicySnapshot, PolicyError> {
         let mut b = self.b;
         let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
-        let default = b
-            .default
-            .or(b.preset.as_ref().map(|(p, _)| p.default_decision()))
-            .ok_or(PolicyError::MissingDefault {
-                at: default_at.clone(),
-            })?;
+        if b.default.is_none()
+            && let Some((p, at)) = b.preset.clone()
+        {
+            b = b.default_by(p.default_decision(), DefaultOrigin::file(&at.file, Some(p)));
+        }
+        let default = b.default.ok_or(PolicyError::MissingDefault {
+            at: default_at.clone(),
+        })?;
+        let default_from = b
+            .default_from
+            .clone()
+            .unwrap_or_else(DefaultOrigin::library);
         if let Some((preset, at)) = b.preset.clone()
             && !preset.deny_rules().is_empty()
         {
             let mut set = SetDecl {
                 source: Source {
                     name: preset.source_name(),
+                    // It speaks for the highest role that named it, below every source of
+                    // that role: a lower role's carve-out cannot reach it.
+                    role: match b.preset_role {
+                        Role::Untrusted => Role::Project,
+                        named => named,
+                    },
                     rank: crate::preset::PRESET_RANK,
                     trusted: true,
                     path: None,
                     hash: None,
                 },
                 own: false,
+                group: usize::MAX,
                 lists: Default::default(),
                 notes: BTreeMap::new(),
                 at: at.clone(),
@@ -786,7 +1029,20 @@ impl Compiler {
                 .collect();
             b.sets.push(set);
         }
-        // Sources: names non-empty and unique.
+        // Sources: names non-empty and unique, ranks exact in canonical JSON, and no untrusted
+        // role trusted.
+        for set in &mut b.sets {
+            set.source.trusted &= set.source.role.may_be_trusted();
+            if set.group != usize::MAX && set.source.rank.unsigned_abs() > MAX_RANK.unsigned_abs() {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: format!(
+                        "source `{}` has rank {}, beyond the ranks a policy holds exactly (±{MAX_RANK})",
+                        set.source.name, set.source.rank
+                    ),
+                });
+            }
+        }
         let mut seen: HashMap<&str, &Location> = HashMap::new();
         for set in &b.sets {
             if set.source.name.trim().is_empty() {
@@ -815,9 +1071,17 @@ impl Compiler {
                 });
             }
         }
-        // Evaluation order: merged sources by rank (highest first), then own lists by rank.
+        // Evaluation order: by role (highest first); within a role, merged sources by rank
+        // (highest first), then own lists by rank.
         let mut order: Vec<usize> = (0..b.sets.len()).collect();
-        order.sort_by_key(|&i| (b.sets[i].own, std::cmp::Reverse(b.sets[i].source.rank)));
+        order.sort_by_key(|&i| {
+            let set = &b.sets[i];
+            (
+                std::cmp::Reverse(set.source.role),
+                set.own,
+                std::cmp::Reverse(set.source.rank),
+            )
+        });
 
         let mut sources = Vec::with_capacity(order.len());
         let mut rules: Vec<CompiledRule> = Vec::new();
@@ -826,7 +1090,9 @@ impl Compiler {
             let set = &b.sets[i];
             let mut info = SourceInfo {
                 name: set.source.name.clone(),
+                role: set.source.role,
                 rank: set.source.rank,
+                group: set.group,
                 trusted: set.source.trusted,
                 own: set.own,
                 path: set.source.path.clone(),
@@ -920,6 +1186,14 @@ impl Compiler {
             digest,
             canonical,
             default,
+            default_from,
+            protected: b.protected.clone(),
+            fold_paths: b.case_insensitive_paths,
+            writing_tools: ["edit", "write"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(b.aliases.get("edit").into_iter().flatten().cloned())
+                .collect(),
             sources,
             preset: b.preset.as_ref().map(|(p, _)| *p),
             hints: b.hints.clone().unwrap_or_default(),
@@ -1094,6 +1368,8 @@ fn canonical_form(
         let set = &b.sets[i];
         sources.push(json!({
             "name": set.source.name,
+            "role": set.source.role.as_str(),
+            "group": set.group.min(u32::MAX as usize),
             "rank": set.source.rank,
             "trusted": set.source.trusted,
             "own": set.own,

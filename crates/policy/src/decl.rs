@@ -77,10 +77,75 @@ impl ListKind {
     }
 }
 
+/// Who a policy file speaks for, assigned by whoever loads it (the command line, the
+/// composer), never by the file: a file an agent can edit must not be able to promote itself.
+///
+/// Ordered by authority: `Untrusted < User < Project < Managed`. A source's standing is its
+/// role first and its rank within the role second, so no rank lifts a source above another
+/// role. `Untrusted` sources are never trusted: their allow rules are withheld and their
+/// carve-outs reach only their own rules.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A file nobody vouches for (a repository's policy the agent may have written): it can
+    /// only add deny and ask rules.
+    Untrusted,
+    /// The user's own policy.
+    User,
+    /// The project's policy (what `--policy` loads).
+    #[default]
+    Project,
+    /// The organisation's managed policy: outranks every other role, and no lower role's
+    /// carve-out, grant or preset reaches its rules.
+    Managed,
+}
+
+impl Role {
+    /// `untrusted`, `user`, `project` or `managed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Untrusted => "untrusted",
+            Self::User => "user",
+            Self::Project => "project",
+            Self::Managed => "managed",
+        }
+    }
+
+    /// Whether sources of this role may be trusted (every role but `Untrusted`).
+    pub fn may_be_trusted(self) -> bool {
+        self != Self::Untrusted
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The largest rank a source may declare (and the negation of the smallest, above the preset
+/// rank): every rank is an integer a canonical JSON number holds exactly.
+pub const MAX_RANK: i64 = (1 << 53) - 2;
+
 /// Where a set of rules comes from: a settings file, a managed policy, a skill, the session.
 ///
-/// Higher `rank` is more authoritative: merged rules are evaluated highest rank first, and a
-/// carve-out reaches only rules of sources ranked at or below its own. An untrusted source's
+/// Its standing is `(role, rank)`: the role first, then the rank within the role. Merged rules
+/// are evaluated highest standing first; a trusted carve-out reaches rules of its own source
+/// and of sources standing strictly below it (at an equal standing, only sources declared
+/// together with it: the same file, or the library's own sources). An untrusted source's
 /// allow rules are withheld, its carve-outs reach only its own rules, and its notes are never
 /// shown to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -88,7 +153,10 @@ impl ListKind {
 pub struct Source {
     /// Unique, non-empty name; verdicts cite it.
     pub name: String,
-    /// Authority; higher first.
+    /// Who it speaks for (default `project`).
+    #[serde(default)]
+    pub role: Role,
+    /// Authority within its role; higher first (at most [`MAX_RANK`] either way).
     #[serde(default)]
     pub rank: i64,
     /// Whether its allow rules count. Defaults to false: a source is untrusted until it says so.
@@ -107,6 +175,7 @@ impl Source {
     pub fn trusted(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
+            role: Role::Project,
             rank: 0,
             trusted: true,
             path: None,
@@ -126,6 +195,18 @@ impl Source {
     pub fn with_rank(mut self, rank: i64) -> Self {
         self.rank = rank;
         self
+    }
+
+    /// The same source speaking for another role (an `Untrusted` one is never trusted).
+    pub fn with_role(mut self, role: Role) -> Self {
+        self.role = role;
+        self.trusted &= role.may_be_trusted();
+        self
+    }
+
+    /// Its standing: role first, then rank.
+    pub fn standing(&self) -> (Role, i64) {
+        (self.role, self.rank)
     }
 }
 

@@ -636,9 +636,8 @@ impl PolicySnapshot {
         })
     }
 
-    /// The carve-outs of these tools, in `rule`'s list, that cancel `rule` where they match: a
-    /// trusted carve-out reaches rules of sources ranked at or below its own, an untrusted one
-    /// only its own source's (the engine's rule).
+    /// The carve-outs of these tools, in `rule`'s list, that cancel `rule` where they match
+    /// (the engine's rule: `SourceInfo::carve_out_reaches`).
     fn carve_outs(&self, rule: &CompiledRule, tools: Tools<'_>) -> Vec<String> {
         let target = &self.sources[rule.source];
         let mut out: Vec<String> = Vec::new();
@@ -651,12 +650,7 @@ impl PolicySnapshot {
                 Some(g) => g.matches(c.rule.tool()),
                 None => c.rule.tool() == rule.rule.tool(),
             };
-            let by = &self.sources[c.source];
-            let reaches = if by.trusted {
-                by.rank >= target.rank
-            } else {
-                c.source == rule.source
-            };
+            let reaches = self.sources[c.source].carve_out_reaches(target);
             let text = c.cited.to_string();
             if same_tool && reaches && !out.contains(&text) {
                 out.push(text);

@@ -125,3 +125,36 @@ fn resolve_one(
         }
     }
 }
+
+/// The forms of a path Warden protects from the governed agent: the absolute path as given
+/// (joined to the current directory, `..` and `.` resolved lexically) and, when it differs,
+/// the path with every symlink resolved (a write through a link lands there).
+pub fn protected_forms(path: &Path) -> Vec<String> {
+    let Ok(absolute) = std::path::absolute(path) else {
+        return vec![path.display().to_string()];
+    };
+    let lexical = lexically_normal(&absolute);
+    let mut forms = vec![lexical.display().to_string()];
+    if let Some(resolved) = resolve_existing(&lexical) {
+        let resolved = resolved.display().to_string();
+        if !forms.contains(&resolved) {
+            forms.push(resolved);
+        }
+    }
+    forms
+}
+
+/// `path` (absolute) with `.` and `..` resolved without reading the file system.
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(p) => out.push(p),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
+}

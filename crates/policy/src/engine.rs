@@ -546,22 +546,15 @@ impl PolicySnapshot {
             })
     }
 
-    /// Whether a carve-out of the same list and tool cancels `rule` for this subject. A trusted
-    /// carve-out reaches rules of sources ranked at or below its own; an untrusted one only its
-    /// own source's rules.
+    /// Whether a carve-out of the same list and tool cancels `rule` for this subject (which
+    /// rules a carve-out reaches: [`SourceInfo::carve_out_reaches`]).
     fn carved_out(&self, t: &ToolIndex, rule: &CompiledRule, list: ListKind, p: &Prepared) -> bool {
         !t.carve_outs.is_empty() && self.carving_rule(t, rule, list, p).is_some()
     }
 
-    /// Whether carve-out `c` can cancel `rule`: a trusted carve-out reaches rules of sources
-    /// ranked at or below its own, an untrusted one only its own source's rules.
+    /// Whether carve-out `c` can cancel `rule` ([`SourceInfo::carve_out_reaches`]).
     pub(crate) fn carve_out_reaches(&self, c: &CompiledRule, rule: &CompiledRule) -> bool {
-        let by = &self.sources[c.source];
-        if by.trusted {
-            by.rank >= self.sources[rule.source].rank
-        } else {
-            c.source == rule.source
-        }
+        self.sources[c.source].carve_out_reaches(&self.sources[rule.source])
     }
 
     /// The carve-out that cancels `rule` for this subject, if any.
@@ -583,13 +576,7 @@ impl PolicySnapshot {
             .iter()
             .map(|&id| &self.rules[id as usize])
             .find(|c| {
-                let by = &self.sources[c.source];
-                let reaches = if by.trusted {
-                    by.rank >= target.rank
-                } else {
-                    c.source == rule.source
-                };
-                reaches
+                self.sources[c.source].carve_out_reaches(target)
                     && c.pattern
                         .as_ref()
                         .is_some_and(|pat| pat.matches(value, view))
@@ -683,6 +670,9 @@ impl PolicySnapshot {
             neutral: false,
         };
         let cite = |rule: &CompiledRule| rule.reason.clone();
+        if let Some(reason) = self.protected_target(p, call) {
+            return verdict(Decision::Deny, None, reason.into());
+        }
         if let Some(rule) = self.first_match(ListKind::Deny, p) {
             return verdict(Decision::Deny, Some(rule), cite(rule));
         }
@@ -764,6 +754,78 @@ impl PolicySnapshot {
         }
         let (decision, reason) = self.fallback(tool, p.read_only);
         verdict(decision, None, reason)
+    }
+
+    /// Why the subject touches a file Warden protects from the governed agent, if it does: a
+    /// writing tool's path (lexical or resolved) is one, or a shell command that does not only
+    /// read names one among its arguments (`rm policy.toml`, `cp x policy.toml`,
+    /// `--out=policy.toml`).
+    fn protected_target(&self, p: &Prepared, call: &Call) -> Option<String> {
+        if self.protected.is_empty() {
+            return None;
+        }
+        let fold = |s: &str| {
+            if self.fold_paths {
+                s.to_lowercase()
+            } else {
+                s.to_owned()
+            }
+        };
+        let hit = |path: &str| {
+            let path = fold(path);
+            self.protected.iter().find(|pr| fold(&pr.path) == path)
+        };
+        let reason = |pr: &crate::compile::Protected, how: &str| {
+            format!(
+                "{how} `{}`, {}, which Warden protects from the governed agent: denied whatever the rules say",
+                pr.path, pr.what
+            )
+        };
+        if self.writing_tools.contains(&p.subject.tool)
+            && let Value::Path { lexical, resolved } = &p.restrict
+        {
+            for path in std::iter::once(lexical).chain(resolved) {
+                if let Some(pr) = hit(path) {
+                    return Some(reason(pr, "it writes"));
+                }
+            }
+        }
+        if p.read_only || p.subject.tool != "bash" {
+            return None;
+        }
+        let cwd = call.cwd.as_deref().unwrap_or(&self.env.project_root);
+        let mut words: Vec<&str> = Vec::new();
+        for reading in std::iter::once(&p.restrict).chain(&p.also) {
+            match reading {
+                Value::Shell { normalized, .. } => {
+                    words.extend(normalized.iter().skip(1).map(String::as_str));
+                }
+                Value::Text(text) => words.extend(text.split_whitespace().skip(1)),
+                _ => {}
+            }
+        }
+        for word in words {
+            let operand = word.split_once('=').map_or(word, |(_, v)| v);
+            for text in [word, operand] {
+                if text.is_empty() {
+                    continue;
+                }
+                let json = serde_json::Value::String(text.to_owned());
+                let value = Value::prepare(
+                    crate::matcher::MatcherKind::Path,
+                    Some(&json),
+                    cwd,
+                    &self.env,
+                    None,
+                );
+                if let Value::Path { lexical, .. } = &value
+                    && let Some(pr) = hit(lexical)
+                {
+                    return Some(reason(pr, "it names"));
+                }
+            }
+        }
+        None
     }
 
     /// What applies to a subject of `tool` that no rule decided: the preset's answer for its

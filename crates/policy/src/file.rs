@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::decl::{Decision, ToolProfile};
+use crate::decl::{Decision, Role, ToolProfile};
 use crate::error::{Location, PolicyError};
 
 /// The file formats a policy can be written in.
@@ -362,9 +362,26 @@ pub struct LoadedPolicy {
     pub hash: String,
     /// Its format.
     pub format: Format,
+    /// Who it speaks for, as whoever loaded it says (default `project`); the file's own
+    /// `[source]` can only lower its rank within this role.
+    pub role: Role,
 }
 
 impl LoadedPolicy {
+    /// The same file, loaded as speaking for `role`.
+    ///
+    /// ```
+    /// use warden_policy::{Format, LoadedPolicy, Role};
+    /// let repo = LoadedPolicy::from_text("deny = [\"bash(curl:*)\"]".into(), Format::Toml,
+    ///     "repo.toml", "repo", None)?.with_role(Role::Untrusted);
+    /// assert_eq!(repo.role, Role::Untrusted);
+    /// # Ok::<(), warden_policy::PolicyError>(())
+    /// ```
+    pub fn with_role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
     /// Reads and parses a policy file; the format comes from the extension.
     pub fn read(path: &Path) -> Result<Self, PolicyError> {
         let label = path.display().to_string();
@@ -401,6 +418,7 @@ impl LoadedPolicy {
             text,
             hash,
             format,
+            role: Role::Project,
         })
     }
 

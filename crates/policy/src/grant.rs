@@ -173,6 +173,7 @@ impl PolicySnapshot {
                 b.sets.push(SetDecl {
                     source: set.source.clone(),
                     own: false,
+                    group: 0,
                     lists: Default::default(),
                     notes: Default::default(),
                     at: at.clone(),
@@ -346,7 +347,7 @@ fn plan(
                 // Covered for sure: a bare rule on either side, or the same specifier.
                 let covers =
                     ask.spec().is_none() || rule.spec().is_none() || ask.spec() == rule.spec();
-                if set.source.rank > source.rank {
+                if set.source.standing() > source.standing() {
                     if covers {
                         return Err(format!("{ask} from {} outranks the grant", set.source.name));
                     }

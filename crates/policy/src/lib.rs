@@ -60,10 +60,14 @@ pub mod scope;
 pub mod shell;
 mod wildcard;
 
-pub use compile::{DerivedRule, PolicyBuilder, PolicySnapshot, SNAPSHOT_FORMAT, SourceInfo};
+pub use compile::{
+    DefaultOrigin, DerivedRule, PolicyBuilder, PolicySnapshot, Protected, SNAPSHOT_FORMAT,
+    SourceInfo,
+};
 pub use containment::{Containment, NetworkRequirement, Requirement};
 pub use decl::{
-    Decision, ListKind, RuleSet, Source, ToolProfile, builtin_aliases, builtin_profiles,
+    Decision, ListKind, MAX_RANK, Role, RuleSet, Source, ToolProfile, builtin_aliases,
+    builtin_profiles,
 };
 pub use describe::AuthorizationBoundary;
 pub use directives::{Directive, DirectiveError, Directives};

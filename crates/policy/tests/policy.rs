@@ -20,6 +20,8 @@ mod guard;
 mod permission;
 #[path = "receipt/mod.rs"]
 mod receipt;
+#[path = "roles/mod.rs"]
+mod roles;
 #[path = "scope/mod.rs"]
 mod scope;
 #[path = "shell/mod.rs"]
@@ -177,6 +179,7 @@ fn build_case(case: &Value, default_matchers: &Value) -> Result<PolicySnapshot, 
     {
         let source = Source {
             name: s["name"].as_str().unwrap().into(),
+            role: Role::Project,
             rank: s["rank"].as_i64().unwrap_or(0),
             trusted: s["trusted"].as_bool().unwrap_or(false),
             path: None,
@@ -193,6 +196,7 @@ fn apply_grant(name: &str, snapshot: &PolicySnapshot, grant: &Value) -> PolicySn
     let src = &grant["source"];
     let source = Source {
         name: src["name"].as_str().unwrap().into(),
+        role: Role::Project,
         rank: src["rank"].as_i64().unwrap_or(0),
         trusted: src["trusted"].as_bool().unwrap_or(false),
         path: None,
@@ -400,7 +404,7 @@ field = "file_path"
 
 [[sources]]
 name = "managed"
-rank = 3
+rank = -1
 trusted = true
 deny = ["read(.env:*)"]
 "#;
@@ -412,7 +416,7 @@ const EXAMPLE_JSON: &str = r#"{
   "ask": ["bash(git push:*)", "edit"],
   "source": {"name": "project", "rank": 0},
   "tools": {"edit": {"match": "path", "field": "file_path"}},
-  "sources": [{"name": "managed", "rank": 3, "trusted": true, "deny": "read(.env:*)"}]
+  "sources": [{"name": "managed", "rank": -1, "trusted": true, "deny": "read(.env:*)"}]
 }"#;
 
 #[test]
@@ -447,7 +451,7 @@ fn formatting_and_metadata_do_not_change_the_digest_but_semantics_do() {
         compile(&changed, Format::Toml).unwrap().digest(),
         base.digest()
     );
-    let reranked = EXAMPLE_TOML.replace("rank = 3", "rank = 2");
+    let reranked = EXAMPLE_TOML.replace("rank = -1", "rank = -2");
     assert_ne!(
         compile(&reranked, Format::Toml).unwrap().digest(),
         base.digest()
@@ -679,7 +683,7 @@ fn untrusted_sources_restrict_and_never_allow() {
 default = "ask"
 [[sources]]
 name = "repo"
-rank = 5
+rank = -5
 deny = ["bash(curl:*)"]
 allow = ["bash", "read"]
 ask = ["read(!/repo/README.md)"]

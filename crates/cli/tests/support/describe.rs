@@ -19,7 +19,7 @@ escalations = ["A test fails for a reason you cannot explain"]
 
 [[sources]]
 name = "vendor"
-rank = 5
+rank = -5
 allow = ["bash(curl:*)"]
 "#;
 

@@ -38,19 +38,22 @@ deny = [
   "*",
 ]
 
+[source]
+rank = -20
+
 [tools.deploy]
 match = "prefix"
 field = "target"
 
 [[sources]]
 name = "vendor"
-rank = 5
+rank = -5
 allow = ["bash(make:*)"]
 deny = ["bash(curl:*)"]
 
 [[sources]]
 name = "managed"
-rank = 10
+rank = 0
 trusted = true
 allow = ["read(!secrets/**)"]
 "#;
@@ -622,10 +625,10 @@ fn claude_code_settings_import_into_ranked_sources() {
     assert_eq!(
         sources,
         [
-            ("managed".into(), 40, true),
-            ("local".into(), 30, true),
-            ("project".into(), 20, true),
-            ("user".into(), 10, true)
+            ("managed".into(), 0, true),
+            ("local".into(), -10, true),
+            ("project".into(), -20, true),
+            ("user".into(), -30, true)
         ]
     );
     assert_eq!(c["default"], "ask");

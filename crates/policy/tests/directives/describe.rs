@@ -21,6 +21,9 @@ ask = ["bash(git push:*)"]
 deny = ["read(.env:*)", "read(!.env.example)", "edit(/etc/**)", "bash(rm:*)", "github__delete_*"]
 notes = {{ "bash(rm:*)" = "use trash-put instead" }}
 
+[source]
+rank = -10
+
 [directives]
 authority = ["You may read anything", "bash(curl:*)"]
 
@@ -29,13 +32,13 @@ keys = ["{KEY}"]
 
 [[sources]]
 name = "managed"
-rank = 10
+rank = 0
 trusted = true
 deny = ["read(~/.ssh/**)"]
 
 [[sources]]
 name = "vendor"
-rank = 5
+rank = -5
 allow = ["bash(curl:*)", "edit(vendor/**)"]
 deny = ["bash(sudo:*)"]
 "#
@@ -242,7 +245,7 @@ fn a_bare_deny_or_ask_takes_an_allow_away() {
     let ranked = compile(&[(
         "p",
         "default = \"deny\"\nallow = [\"read(src/**)\"]\ndeny = [\"read(!src/**)\"]\n\
-         [[sources]]\nname = \"admin\"\nrank = 9\ntrusted = true\ndeny = [\"read\"]\n",
+         [source]\nrank = -9\n[[sources]]\nname = \"admin\"\nrank = 0\ntrusted = true\ndeny = [\"read\"]\n",
     )])
     .unwrap()
     .describe();

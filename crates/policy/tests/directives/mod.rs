@@ -397,7 +397,6 @@ fn several_files_merge_in_order_without_repeats() {
 default = "deny"
 [source]
 name = "managed"
-rank = 10
 [directives]
 boundaries = ["Never push to main", "Keep secrets out of logs"]
 escalations = ["Asked for credentials"]
