@@ -34,6 +34,8 @@ mod hook;
 mod oracle;
 #[path = "support/replay.rs"]
 mod replay;
+#[path = "support/roles.rs"]
+mod roles;
 #[path = "support/scope.rs"]
 mod scope;
 #[path = "support/shell.rs"]
@@ -433,6 +435,25 @@ fn corpus_decisions_through_check() {
             if let Some(v) = p.get(k) {
                 policy[k] = v.clone();
             }
+        }
+        // A file may only lower its ranks: shift every rank (the file's own at 0 included)
+        // down by the highest, which keeps their order.
+        let top = policy["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["rank"].as_i64())
+            .max()
+            .unwrap_or(0)
+            .max(0);
+        policy["source"]["rank"] = json!(-top);
+        for s in policy
+            .get_mut("sources")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            s["rank"] = json!(s["rank"].as_i64().unwrap_or(0) - top);
         }
         let calls: Vec<Value> = case
             .get("calls")

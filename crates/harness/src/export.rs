@@ -369,7 +369,7 @@ fn claude(d: &Declared, env: &PathEnv, spec_custom: bool) -> Tr {
         );
     }
     match (tool, spec) {
-        ("bash", Some(s)) => exact(vec![item(format!("Bash({s})"))]),
+        ("bash", Some(s)) => claude_bash(d, s),
         ("list", _) => none("no Claude Code tool is decided as `list`"),
         ("read" | "edit" | "write", None) => exact(vec![item(claude_name(tool))]),
         ("read" | "edit", Some(s)) => match claude_path(s, env) {
@@ -396,6 +396,31 @@ fn claude(d: &Declared, env: &PathEnv, spec_custom: bool) -> Tr {
         (_, Some(_)) => widen(
             &claude_name(tool),
             "Claude Code rules for this tool take no specifier",
+        ),
+    }
+}
+
+/// A bash rule as a Claude Code `Bash(…)` rule. Warden compares a specifier's words, whatever
+/// whitespace separates them; Claude Code compares the text. A specifier spelled with anything
+/// but single spaces between its words (a tab, a run of spaces, a line end) would match
+/// differently, so it is not exact: a deny or ask rule widens to every command of its first
+/// word (stricter), an allow rule is left out.
+fn claude_bash(d: &Declared, spec: &str) -> Tr {
+    let item = |r: String| claude_item(d.list, r);
+    let (words, prefix) = shell_spec(spec);
+    let canonical = format!("{}{}", words.join(" "), if prefix { ":*" } else { "" });
+    if canonical == spec {
+        return exact(vec![item(format!("Bash({spec})"))]);
+    }
+    match (words.first(), restricting(d)) {
+        (Some(first), true) => approx(
+            vec![item(format!("Bash({first}:*)"))],
+            format!(
+                "the rule's words are separated by whitespace other than single spaces, which Claude Code would compare literally: every command starting `{first}`"
+            ),
+        ),
+        _ => none(
+            "the rule's words are separated by whitespace other than single spaces, which Claude Code would compare literally; leaving the allow out is stricter",
         ),
     }
 }
@@ -831,6 +856,28 @@ mod tests {
         assert_eq!(claude_path("~/.ssh/**", &env).unwrap(), "~/.ssh/**");
         assert_eq!(claude_path("src/**", &env).unwrap(), "//repo/src/**");
         assert_eq!(claude_path(".env:*", &env).unwrap(), "//repo/**/.env*");
+    }
+
+    #[test]
+    fn a_bash_rule_spelled_with_other_whitespace_exports_lossy_and_a_deny_stricter() {
+        let s = snapshot(
+            "default = \"ask\"\ndeny = [\"bash(git\tpush:*)\"]\nallow = [\"bash(npm  test)\", \"bash(ls -la)\"]\n",
+        );
+        let e = export(&s, Target::ClaudeCode).unwrap();
+        let entries: Vec<_> = e.report.entries().collect();
+        let find = |rule: &str| {
+            entries
+                .iter()
+                .find(|(_, entry)| entry.rule == rule)
+                .unwrap_or_else(|| panic!("{rule} not reported"))
+        };
+        let (status, deny) = find("bash(git\tpush:*)");
+        assert_eq!(*status, Status::Approximated);
+        assert_eq!(deny.to, [json!({"list": "deny", "rule": "Bash(git:*)"})]);
+        let (status, allow) = find("bash(npm  test)");
+        assert_eq!(*status, Status::Inexpressible);
+        assert!(allow.to.is_empty());
+        assert_eq!(find("bash(ls -la)").0, Status::Exact);
     }
 
     #[test]

@@ -1104,6 +1104,17 @@ impl Compiler {
             let mut declared: Vec<String> = Vec::new();
             for kind in ListKind::ORDER {
                 for decl in &set.lists[list_slot(kind)] {
+                    if decl.text.trim().is_empty() {
+                        return Err(PolicyError::Rule {
+                            at: decl.at.clone(),
+                            rule: decl.text.clone(),
+                            kind: RuleErrorKind::InvalidRule,
+                            message: format!(
+                                "an empty {} rule: write a rule, or remove the entry",
+                                kind.as_str()
+                            ),
+                        });
+                    }
                     let parsed = Rule::parse_list(&decl.text).map_err(|e| PolicyError::Rule {
                         at: decl.at.clone(),
                         rule: e.token.clone(),

@@ -1060,3 +1060,56 @@ fn paths_compare_case_sensitively_unless_the_policy_folds_case() {
     );
     assert!(bad.is_err() || PolicySnapshot::from_files(&[bad.unwrap()], env()).is_err());
 }
+
+#[test]
+fn an_empty_rule_is_refused_with_its_place() {
+    for (text, pointer) in [
+        ("default = \"ask\"\ndeny = [\"\"]\n", "/deny/0"),
+        ("default = \"ask\"\ndeny = \"\"\n", "/deny"),
+        (
+            "default = \"ask\"\nallow = [\"read\", \"  \"]\n",
+            "/allow/1",
+        ),
+        (
+            "default = \"ask\"\n[[sources]]\nname = \"s\"\nask = [\"\"]\n",
+            "/sources/0/ask/0",
+        ),
+    ] {
+        let e = compile(text, Format::Toml).unwrap_err();
+        match &e {
+            PolicyError::Rule { at, message, .. } => {
+                assert_eq!(at.pointer.as_deref(), Some(pointer), "{text:?}");
+                assert!(message.contains("empty"), "{message}");
+            }
+            other => panic!("{text:?}: {other}"),
+        }
+    }
+    // An empty list is not an empty rule.
+    assert!(compile("default = \"ask\"\ndeny = []\n", Format::Toml).is_ok());
+}
+
+#[test]
+fn a_domain_rule_allows_only_web_urls_of_its_host() {
+    let s = compile(
+        "default = \"ask\"\nallow = [\"web_fetch(domain:good.com)\"]\ndeny = [\"web_fetch(domain:evil.com)\"]\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let fetch = |url: &str| {
+        s.decide(&Call::new("web_fetch", json!({ "url": url })))
+            .decision
+    };
+    assert_eq!(fetch("https://good.com/x"), Decision::Allow);
+    assert_eq!(fetch("http://good.com/x"), Decision::Allow);
+    for url in [
+        "file://good.com/etc/passwd",
+        "ftp://good.com/x",
+        "javascript://good.com/%0aalert(1)",
+        "gopher://good.com/x",
+    ] {
+        assert_eq!(fetch(url), Decision::Ask, "{url}");
+    }
+    // A deny rule still sees the host, whatever the scheme.
+    assert_eq!(fetch("ftp://evil.com/x"), Decision::Deny);
+    assert_eq!(fetch("https://evil.com/x"), Decision::Deny);
+}

@@ -120,7 +120,12 @@ pub(super) fn prepare(text: &str) -> Value {
             Err(_) => return Value::Missing,
         },
     };
-    normalize(host).map_or(Value::Missing, Value::Host)
+    let web = matches!(url.scheme(), "http" | "https");
+    match normalize(host) {
+        None => Value::Missing,
+        Some(host) if web => Value::Host(host),
+        Some(host) => Value::OtherScheme(host),
+    }
 }
 
 /// The host of a plain `http(s)://host[/?#…]` URL whose host the URL standard would leave as it

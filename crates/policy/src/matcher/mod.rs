@@ -170,8 +170,12 @@ pub enum Value {
         resolved: Option<String>,
     },
     /// `domain`: the URL's host, parsed per WHATWG URL rules (IDNA → punycode, lower-case),
-    /// trailing dots removed; userinfo never counts.
+    /// trailing dots removed; userinfo never counts. An `http` or `https` URL.
     Host(Host),
+    /// `domain`, for a URL of any other scheme (`file://good.com/…`, `ftp://…`,
+    /// `javascript://…`): deny and ask rules match its host, allow rules never do, so
+    /// `web_fetch(domain:good.com)` allows only web URLs of that host.
+    OtherScheme(Host),
     /// `shell`: a simple command's words.
     Shell {
         /// The words as written (quotes kept): what allow rules see.
@@ -286,7 +290,7 @@ impl Value {
                     });
                 }
             }
-            Value::Host(host) => domain::probes(host, f),
+            Value::Host(host) | Value::OtherScheme(host) => domain::probes(host, f),
             Value::Missing => {}
         }
     }
@@ -323,7 +327,7 @@ impl Value {
                     });
                 }
             }
-            Value::Host(host) => domain::probes(host, &mut |probe| {
+            Value::Host(host) | Value::OtherScheme(host) => domain::probes(host, &mut |probe| {
                 if want(probe.len()) {
                     f(probe);
                 }
@@ -477,6 +481,7 @@ impl Pattern {
                 }
             }
             (Imp::Domain(p), Value::Host(host)) => p.matches(host),
+            (Imp::Domain(p), Value::OtherScheme(host)) => view == View::Restrict && p.matches(host),
             _ => false,
         }
     }

@@ -325,7 +325,11 @@ fn domain_values() {
     assert_eq!(host("https://example.com@evil.com/"), d("evil.com"));
     assert_eq!(host("https://bücher.example/"), d("xn--bcher-kva.example"));
     assert_eq!(host("https://example.com:8443/a?b#c"), d("example.com"));
-    assert_eq!(host("ssh://git@GitHub.COM/x"), d("github.com"));
+    // Another scheme keeps its host, marked: deny and ask rules match it, allow rules never.
+    assert_eq!(
+        host("ssh://git@GitHub.COM/x"),
+        Value::OtherScheme(Host::Domain("github.com".into()))
+    );
     assert_eq!(
         host("http://127.1/"),
         Value::Host(Host::Ipv4(Ipv4Addr::new(127, 0, 0, 1)))
