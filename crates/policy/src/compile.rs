@@ -100,6 +100,8 @@ pub struct PolicyBuilder {
     preset_role: Role,
     /// Files the governed agent may not write: the policy files, and what the runtime adds.
     protected: Vec<Protected>,
+    /// The `[mcp]` tables, merged strictest-wins.
+    mcp: crate::mcp::McpConfig,
     containment: Option<Containment>,
     /// Path rules compare paths without regard to case (`[paths] case_insensitive`).
     case_insensitive_paths: bool,
@@ -140,6 +142,7 @@ impl PolicyBuilder {
             default_from: None,
             preset_role: Role::Untrusted,
             protected: Vec::new(),
+            mcp: crate::mcp::McpConfig::default(),
             containment: None,
             case_insensitive_paths: false,
             directives: Default::default(),
@@ -401,6 +404,23 @@ impl PolicyBuilder {
         if let Some(g) = &f.guards {
             self = self.guards(crate::guard::compile_file_guards(policy, g)?);
         }
+        if let Some(m) = &f.mcp {
+            let dir = policy
+                .path
+                .as_deref()
+                .and_then(|p| std::path::absolute(p).ok())
+                .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+            self.mcp
+                .merge(m, &policy.label, dir, role)
+                .map_err(|message| PolicyError::Source {
+                    at: Location {
+                        file: policy.label.clone(),
+                        line: policy.line_of("mcp"),
+                        pointer: Some("/mcp".into()),
+                    },
+                    message,
+                })?;
+        }
         crate::receipt::add_file_approvers(&mut self.approvers, policy)?;
         for (tool, profile) in &f.tools {
             let at = Location {
@@ -553,7 +573,7 @@ fn file_rank(policy: &LoadedPolicy, rank: i64, pointer: &str) -> Result<i64, Pol
 /// refused with its name rather than ignored.
 fn refuse_widening_tables(policy: &LoadedPolicy) -> Result<(), PolicyError> {
     let f = &policy.file;
-    let present: [(&str, bool); 7] = [
+    let present: [(&str, bool); 8] = [
         ("default", f.default == Some(Decision::Allow)),
         ("preset", f.preset.is_some()),
         ("tools", !f.tools.is_empty()),
@@ -561,6 +581,7 @@ fn refuse_widening_tables(policy: &LoadedPolicy) -> Result<(), PolicyError> {
         ("hints", f.hints.is_some()),
         ("paths", f.paths.is_some()),
         ("directives", f.directives.is_some()),
+        ("mcp", f.mcp.is_some()),
     ];
     match present.iter().find(|(_, here)| *here) {
         Some((key, _)) => Err(PolicyError::Source {
@@ -861,6 +882,7 @@ pub struct PolicySnapshot {
     pub(crate) default: Decision,
     pub(crate) default_from: DefaultOrigin,
     pub(crate) protected: Vec<Protected>,
+    pub(crate) mcp: crate::mcp::McpConfig,
     /// Whether paths compare without regard to letter case (`[paths] case_insensitive`).
     pub(crate) fold_paths: bool,
     /// The tools the `edit` alias names (`edit`, `write`): the ones whose path a protected
@@ -933,6 +955,10 @@ impl PolicySnapshot {
     /// The files the governed agent may not write.
     pub fn protected(&self) -> &[Protected] {
         &self.protected
+    }
+    /// The MCP servers and their admission settings (`[mcp]`).
+    pub fn mcp(&self) -> &crate::mcp::McpConfig {
+        &self.mcp
     }
     /// Where the default came from: the file whose default (or preset's) was the strictest.
     pub fn default_origin(&self) -> &DefaultOrigin {
@@ -1199,6 +1225,7 @@ impl Compiler {
             default,
             default_from,
             protected: b.protected.clone(),
+            mcp: b.mcp.clone(),
             fold_paths: b.case_insensitive_paths,
             writing_tools: ["edit", "write"]
                 .into_iter()
@@ -1419,5 +1446,6 @@ fn canonical_form(
         "hints": b.hints.clone().unwrap_or_default(),
         "modes": b.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "paths": if b.case_insensitive_paths { json!({"case_insensitive": true}) } else { Value::Null },
+        "mcp": b.mcp.canonical(),
     })
 }

@@ -50,6 +50,7 @@ pub mod grant;
 pub mod guard;
 pub mod hints;
 pub mod matcher;
+pub mod mcp;
 pub mod mode;
 pub mod offer;
 pub mod permission;

@@ -16,6 +16,8 @@ mod directives;
 mod extensions;
 #[path = "guard/mod.rs"]
 mod guard;
+#[path = "mcp/mod.rs"]
+mod mcp;
 #[path = "permission/mod.rs"]
 mod permission;
 #[path = "receipt/mod.rs"]
@@ -517,7 +519,7 @@ fn bad_files_are_refused_naming_file_line_and_rule() {
         (
             "default = \"ask\"\n[mcp]\nservers = []\n",
             Format::Toml,
-            "`mcp` is reserved",
+            "invalid type",
         ),
         (
             "default = \"ask\"\n[[sources]]\nname = \"\"\n",
