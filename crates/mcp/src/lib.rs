@@ -29,3 +29,4 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod pins;
