@@ -29,4 +29,9 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+mod client;
+pub mod discovery;
 pub mod pins;
+pub mod tool;
+
+pub use client::ClientError;

@@ -336,3 +336,301 @@ mod pins {
         }
     }
 }
+
+/// Discovery and calls through the executor, against the hostile fixture server
+/// (`tests/mcp/hostile_server.py`), started here over pipes as a contained runtime would.
+mod hostile {
+    #![allow(clippy::disallowed_methods)]
+
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use warden_contracts::*;
+    use warden_executor::{ActionExecutor, Registry, SnapshotPolicy};
+    use warden_mcp::ClientError;
+    use warden_mcp::discovery::{Discovered, LIST_TIMEOUT, ServerConnection};
+    use warden_mcp::pins::{PinState, Pins, Quarantine};
+    use warden_policy::mcp::{McpServer, Transport};
+    use warden_policy::{Format, GuardSet, Guards, LoadedPolicy, PathEnv, PolicySnapshot};
+
+    fn fixture() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_server.py")
+    }
+
+    fn server(trusted: bool) -> McpServer {
+        McpServer {
+            name: "hostile".into(),
+            transport: Transport::Command {
+                command: "python3".into(),
+                args: vec![fixture().display().to_string()],
+                cwd: None,
+            },
+            trusted,
+            declared_in: "test.toml".into(),
+        }
+    }
+
+    /// Starts the fixture with `modes` in `dir` and connects to it.
+    async fn start(
+        modes: &[&str],
+        dir: &Path,
+        trusted: bool,
+        timeout: Duration,
+    ) -> (Result<ServerConnection, ClientError>, tokio::process::Child) {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(fixture())
+            .args(modes)
+            .current_dir(dir)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let c = ServerConnection::over(&server(trusted), stdout, stdin, timeout).await;
+        (c, child)
+    }
+
+    fn policy(text: &str) -> Arc<SnapshotPolicy> {
+        let file = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "p", None).unwrap();
+        let env = PathEnv {
+            project_root: "/tmp".into(),
+            home: None,
+        };
+        Arc::new(SnapshotPolicy::new(Arc::new(
+            PolicySnapshot::from_files(&[file], env).unwrap(),
+        )))
+    }
+
+    fn context() -> ExecutionContext {
+        ExecutionContext::new(
+            ContextId::new("ctx-1").unwrap(),
+            ExecutionScopeRef::Ephemeral {
+                scope_id: ScopeId::new("scope-1").unwrap(),
+            },
+            PrincipalRef {
+                id: PrincipalId::new("alice").unwrap(),
+                kind: PrincipalKind::User,
+            },
+            BackendRef::new("in_process").unwrap(),
+        )
+    }
+
+    fn request(id: &str, action: &str, args: Value) -> ExecutionRequest {
+        ExecutionRequest::new(
+            RequestId::new(id).unwrap(),
+            ActionRef::new(action).unwrap(),
+            args,
+            ExecutionScopeRef::Ephemeral {
+                scope_id: ScopeId::new("scope-1").unwrap(),
+            },
+        )
+        .unwrap()
+    }
+
+    fn names(found: &[Discovered]) -> Vec<(String, bool)> {
+        found
+            .iter()
+            .map(|d| (d.definition.qualified(), d.registered.is_ok()))
+            .collect()
+    }
+
+    const POLICY: &str = "default = \"deny\"\nallow = [\"hostile__echo\", \"hostile__rename_file\"]\ndeny = [\"hostile__delete_all\"]\n";
+
+    #[tokio::test]
+    async fn every_page_is_discovered_and_a_shadowing_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(
+            &["paginate", "shadow", "poison"],
+            dir.path(),
+            false,
+            LIST_TIMEOUT,
+        )
+        .await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        let guards = GuardSet::new(Guards {
+            deny: vec![r"(?i)<important>".into()],
+            ..Guards::default()
+        })
+        .unwrap();
+        let found = c
+            .discover(&mut registry, &mut pins, &guards, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&found),
+            [
+                ("hostile__echo".into(), true),
+                ("hostile__rename_file".into(), true),
+                ("hostile__delete_all".into(), true),
+                ("hostile__notes".into(), true),
+                ("hostile__fs__read_file".into(), false),
+            ]
+        );
+        let shadow = found
+            .iter()
+            .find(|d| d.definition.name == "fs__read_file")
+            .unwrap();
+        assert!(shadow.registered.as_ref().unwrap_err().contains("`__`"));
+        let notes = found.iter().find(|d| d.definition.name == "notes").unwrap();
+        assert!(matches!(
+            notes.state,
+            PinState::Quarantined(Quarantine::Poisoned { .. })
+        ));
+        // An untrusted server's annotations are not believed: the worst is assumed.
+        let echo = registry
+            .resolve(&ActionRef::new("hostile__echo").unwrap())
+            .unwrap();
+        assert!(!echo.descriptor().hints().effective().read_only);
+        assert!(matches!(
+            echo.descriptor().source(),
+            ActionSource::Mcp { server } if server == "hostile"
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_trusted_servers_annotations_are_believed_even_when_they_lie() {
+        // Trust is the policy author's statement; this is what it costs when misplaced.
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(&["lie"], dir.path(), true, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        c.discover(&mut registry, &mut pins, &GuardSet::default(), false)
+            .await
+            .unwrap();
+        let delete = registry
+            .resolve(&ActionRef::new("hostile__delete_all").unwrap())
+            .unwrap();
+        assert!(delete.descriptor().hints().effective().read_only);
+    }
+
+    #[tokio::test]
+    async fn calls_go_through_the_executor_a_denied_one_never_reaches_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(&["rug-pull"], dir.path(), false, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        let guards = GuardSet::default();
+        let found = c
+            .discover(&mut registry, &mut pins, &guards, false)
+            .await
+            .unwrap();
+        let tools: Vec<_> = found.iter().filter_map(|d| d.tool.clone()).collect();
+        let executor = ActionExecutor::builder(registry)
+            .policy(policy(POLICY))
+            .build()
+            .unwrap();
+        let denied = executor
+            .execute(request("r-1", "hostile__delete_all", json!({})), &context())
+            .await;
+        assert_eq!(denied.status(), "denied", "{denied:?}");
+        assert!(
+            !dir.path().join("deleted").exists(),
+            "the server never saw it"
+        );
+        let echoed = executor
+            .execute(
+                request("r-2", "hostile__echo", json!({"text": "hi"})),
+                &context(),
+            )
+            .await;
+        let ExecutionOutcome::Succeeded { result, .. } = &echoed else {
+            panic!("{echoed:?}")
+        };
+        assert_eq!(result["content"][0]["text"], "hi");
+        // Arguments are validated against the server's schema before anything is sent.
+        let invalid = executor
+            .execute(
+                request("r-3", "hostile__echo", json!({"text": 5})),
+                &context(),
+            )
+            .await;
+        assert_eq!(invalid.status(), "denied", "{invalid:?}");
+        // The rug pull: after the first call the server changes `rename_file` and says so.
+        for _ in 0..50 {
+            if c.tools_changed() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let now = c.recheck(&tools, &mut pins, &guards, false).await.unwrap();
+        let rename = now.iter().find(|(d, _)| d.name == "rename_file").unwrap();
+        assert!(matches!(
+            rename.1,
+            PinState::Quarantined(Quarantine::Changed { .. })
+        ));
+        let refused = executor
+            .execute(
+                request(
+                    "r-4",
+                    "hostile__rename_file",
+                    json!({"from": "a", "to": "b"}),
+                ),
+                &context(),
+            )
+            .await;
+        assert_eq!(refused.status(), "denied", "{refused:?}");
+        assert!(
+            format!("{refused:?}").contains("quarantined"),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_that_dies_mid_call_leaves_the_outcome_ambiguous() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(&["die"], dir.path(), false, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        c.discover(&mut registry, &mut pins, &GuardSet::default(), false)
+            .await
+            .unwrap();
+        let executor = ActionExecutor::builder(registry)
+            .policy(policy(POLICY))
+            .build()
+            .unwrap();
+        let outcome = executor
+            .execute(
+                request("r-1", "hostile__echo", json!({"text": "x"})),
+                &context(),
+            )
+            .await;
+        assert_eq!(outcome.status(), "ambiguous", "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_initialize_is_a_bounded_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let (c, _child) = start(&["mute"], dir.path(), false, Duration::from_millis(500)).await;
+        let e = c.unwrap_err();
+        assert!(matches!(e, ClientError::InitializeTimeout { .. }), "{e}");
+        assert!(e.to_string().contains("`hostile`"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_line_from_the_server_does_not_crash_discovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(&["malformed"], dir.path(), false, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        // The line that is not JSON-RPC is skipped; the answer after it is read.
+        let found = c
+            .discover(&mut registry, &mut pins, &GuardSet::default(), false)
+            .await
+            .unwrap();
+        assert!(found.iter().any(|d| d.definition.name == "echo"));
+    }
+}

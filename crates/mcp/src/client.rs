@@ -1,0 +1,242 @@
+//! The MCP client, private to this crate: one connection to an admitted server over a reader
+//! and a writer (a contained server's pipes), with `initialize` bounded in time, `tools/list`
+//! read page by page (bounded), calls, and a flag a server raises with
+//! `notifications/tools/list_changed`.
+//!
+//! Nothing here is public: a tool call reaches a server only through [`crate::tool::McpTool`],
+//! which only the executor invokes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, JsonObject, PaginatedRequestParams,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::pins::ToolDefinition;
+
+/// The most `tools/list` pages read from one server (a server that never stops paging is an
+/// error, not a hang).
+pub(crate) const MAX_PAGES: usize = 256;
+/// The most tools one server may offer.
+pub(crate) const MAX_TOOLS: usize = 10_000;
+
+/// Why a connection or a listing failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// `initialize` did not complete.
+    #[error("MCP server `{server}` did not initialize: {message}")]
+    Initialize {
+        /// The server.
+        server: String,
+        /// What failed.
+        message: String,
+    },
+    /// `initialize` was not answered in time.
+    #[error("MCP server `{server}` did not answer initialize within {seconds} s")]
+    InitializeTimeout {
+        /// The server.
+        server: String,
+        /// The bound.
+        seconds: u64,
+    },
+    /// A request failed (a protocol error, a closed transport, a timeout).
+    #[error("MCP server `{server}`: {what} failed: {message}")]
+    Request {
+        /// The server.
+        server: String,
+        /// The request.
+        what: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// The listing did not end within the bounds.
+    #[error("MCP server `{server}` offers more than {MAX_TOOLS} tools or {MAX_PAGES} pages")]
+    TooMany {
+        /// The server.
+        server: String,
+    },
+}
+
+/// How a call ended, when it did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CallError {
+    /// The server answered with an error: the call did not run (or says so).
+    #[error("{0}")]
+    Refused(String),
+    /// The request may have reached the server, and no answer came (the server died, the
+    /// transport closed, the time ran out): whether it took effect is unknown.
+    #[error("{0}")]
+    Ambiguous(String),
+}
+
+/// Watches a server's notifications: `tools/list_changed` raises a flag.
+#[derive(Debug, Clone, Default)]
+struct Watcher {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watcher {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.tools_changed.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        config.client_info.name = "warden".into();
+        config.client_info.version = env!("CARGO_PKG_VERSION").into();
+        config
+    }
+}
+
+/// A connection to one server.
+pub(crate) struct Connection {
+    server: String,
+    service: RunningService<RoleClient, Watcher>,
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects over `reader` (the server's output) and `writer` (its input); `initialize`
+    /// must complete within `timeout`.
+    pub(crate) async fn connect<R, W>(
+        server: &str,
+        reader: R,
+        writer: W,
+        timeout: Duration,
+    ) -> Result<Self, ClientError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let watcher = Watcher::default();
+        let tools_changed = Arc::clone(&watcher.tools_changed);
+        let service = match tokio::time::timeout(timeout, watcher.serve((reader, writer))).await {
+            Err(_) => {
+                return Err(ClientError::InitializeTimeout {
+                    server: server.to_owned(),
+                    seconds: timeout.as_secs().max(1),
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(ClientError::Initialize {
+                    server: server.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+            Ok(Ok(service)) => service,
+        };
+        Ok(Self {
+            server: server.to_owned(),
+            service,
+            tools_changed,
+        })
+    }
+
+    /// The server's name.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Whether the server said its tools changed since the last call of this (and clears it).
+    pub(crate) fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
+    }
+
+    /// Every tool the server offers, page by page, each as the server sent it; bounded in
+    /// pages and tools, and each page in time.
+    pub(crate) async fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<ToolDefinition>, ClientError> {
+        let fail = |message: String| ClientError::Request {
+            server: self.server.clone(),
+            what: "tools/list",
+            message,
+        };
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor
+                .take()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let page = tokio::time::timeout(timeout, self.service.peer().list_tools(params))
+                .await
+                .map_err(|_| fail(format!("no answer within {} s", timeout.as_secs())))?
+                .map_err(|e| fail(e.to_string()))?;
+            for tool in page.tools {
+                let raw = serde_json::to_value(&tool).map_err(|e| fail(e.to_string()))?;
+                out.push(ToolDefinition {
+                    server: self.server.clone(),
+                    name: tool.name.to_string(),
+                    raw,
+                });
+                if out.len() > MAX_TOOLS {
+                    return Err(ClientError::TooMany {
+                        server: self.server.clone(),
+                    });
+                }
+            }
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(out),
+            }
+        }
+        Err(ClientError::TooMany {
+            server: self.server.clone(),
+        })
+    }
+
+    /// Calls `tool` (its name on the server) with `arguments`, waiting at most `timeout`.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let arguments: Option<JsonObject> = match arguments {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(CallError::Refused(format!(
+                    "arguments must be a JSON object, not {other}"
+                )));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        match tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await {
+            Err(_) => Err(CallError::Ambiguous(format!(
+                "MCP server `{}` did not answer within {} s",
+                self.server,
+                timeout.as_secs()
+            ))),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallError::Refused(format!(
+                "MCP server `{}` answered with an error: {}",
+                self.server, e.message
+            ))),
+            Ok(Err(e)) => Err(CallError::Ambiguous(format!(
+                "MCP server `{}`: the connection failed during the call ({e})",
+                self.server
+            ))),
+        }
+    }
+}
