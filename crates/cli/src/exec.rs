@@ -31,8 +31,11 @@
 //! on it at once. Before that, when no other `warden exec` is using the store (an exclusive
 //! lock on `PATH.exec-lock`; running ones hold it shared), boundaries a crashed `warden exec`
 //! left open are resumed, their open operations closed by recovery (never re-invoked) and the
-//! boundaries closed as abandoned. The output adds `call_executed` and `evidence` (store,
-//! chain, operation, every receipt, the closing head, what was recovered).
+//! boundaries closed as abandoned; a boundary whose call may still be running (a process the
+//! backend recorded in `PATH.exec-runs/CHAIN/` because it had no PID namespace of its own, or
+//! one that inherited its record's token, is alive) stays open until it has ended. The output adds
+//! `call_executed` and `evidence` (store, chain, operation, every receipt, the closing head,
+//! what was recovered).
 //! `--idempotency-key` names the request: governed, a repeat answers the recorded outcome
 //! (also from another process) and never runs the call again.
 
@@ -56,7 +59,9 @@ use warden_executor::{
 };
 use warden_policy::PolicySnapshot;
 use warden_policy::receipt::SignedReceipt;
-use warden_sandbox::{InProcessBackend, Mechanism, ProbeOptions, SubprocessBackend};
+use warden_sandbox::{
+    InProcessBackend, Mechanism, ProbeOptions, ProcessRecords, SubprocessBackend, Survivor,
+};
 
 use crate::error::CliError;
 use crate::{OutputFormat, PolicyArgs, load};
@@ -235,9 +240,20 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         .transpose()?;
     let policy_digest = snapshot.digest().to_string();
     let containment = snapshot.containment().clone();
+    // Governed: this run's chain, and where the backend records the processes it starts that
+    // need not die with this one (recovery reads them after a crash).
+    let governed = a.evidence.as_deref().map(|path| {
+        let chain = fresh_id("exec");
+        let records = ProcessRecords::new(records_dir(path, &chain));
+        (chain, records)
+    });
+    let records = governed.as_ref().map(|(_, records)| records.clone());
 
     let backend: Arc<dyn EffectBackend> = match a.backend {
-        BackendChoice::InProcess => Arc::new(InProcessBackend::new()),
+        BackendChoice::InProcess => Arc::new(match records {
+            Some(records) => InProcessBackend::new().with_process_records(records),
+            None => InProcessBackend::new(),
+        }),
         BackendChoice::Subprocess => {
             // This binary hosts the re-exec helper (see `main`), so the probe exercises exactly
             // what the call will use.
@@ -250,10 +266,12 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
                     .map(|m| m.mechanism())
                     .collect(),
             };
-            Arc::new(
-                SubprocessBackend::probe_with(exe, &options)
-                    .map_err(|e| CliError::Input(e.to_string()))?,
-            )
+            let backend = SubprocessBackend::probe_with(exe, &options)
+                .map_err(|e| CliError::Input(e.to_string()))?;
+            Arc::new(match records {
+                Some(records) => backend.with_process_records(records),
+                None => backend,
+            })
         }
     };
     let report = backend.capabilities().clone();
@@ -263,9 +281,11 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         .build()
         .map_err(CliError::Io)?;
     // Governed: recover what crashed runs left open, then open this run's task boundary.
-    let evidence = match &a.evidence {
-        Some(path) => Some(runtime.block_on(open_evidence(path, &snapshot))?),
-        None => None,
+    let evidence = match (&a.evidence, &governed) {
+        (Some(path), Some((chain, _))) => {
+            Some(runtime.block_on(open_evidence(path, chain, &snapshot))?)
+        }
+        _ => None,
     };
     let mut registry = Registry::new();
     warden_tools::register_builtins_with(&mut registry, &workspace, backend, &containment)
@@ -332,6 +352,11 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     let closed = evidence
         .as_ref()
         .map(|ev| runtime.block_on(ev.governance.recorder().close(CloseDisposition::Completed)));
+    // Every process the call started was waited for (its record removed): drop the folder.
+    if let (Some(path), Some((_, records))) = (&a.evidence, &governed) {
+        let _ = std::fs::remove_dir(records.dir());
+        let _ = std::fs::remove_dir(runs_dir(path));
+    }
     let outcome = &executed.outcome;
 
     match a.format {
@@ -379,13 +404,29 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// `PATH.exec-runs`: one folder per run, named after its chain, where the backend records the
+/// processes it starts without process isolation (warden_sandbox::ProcessRecords).
+fn runs_dir(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".exec-runs");
+    PathBuf::from(name)
+}
+
+fn records_dir(path: &Path, chain: &str) -> PathBuf {
+    runs_dir(path).join(chain)
+}
+
 fn evidence_input(path: &Path, e: impl std::fmt::Display) -> CliError {
     CliError::Input(format!("--evidence {}: {e}", path.display()))
 }
 
 /// Opens the store, recovers crashed runs when no run is in progress, and opens this run's
-/// task boundary (profile `certifiable`: it is closed after the call).
-async fn open_evidence(path: &Path, snapshot: &PolicySnapshot) -> Result<EvidenceRun, CliError> {
+/// task boundary `name` (profile `certifiable`: it is closed after the call).
+async fn open_evidence(
+    path: &Path,
+    name: &str,
+    snapshot: &PolicySnapshot,
+) -> Result<EvidenceRun, CliError> {
     let sqlite = Arc::new(SqliteStore::open(path).map_err(|e| evidence_input(path, e))?);
     let store: Arc<dyn GovernedStore> = sqlite.clone();
     let lock = std::fs::OpenOptions::new()
@@ -413,10 +454,9 @@ async fn open_evidence(path: &Path, snapshot: &PolicySnapshot) -> Result<Evidenc
             return Err(evidence_input(path, format!("lock file: {e}")));
         }
     };
-    let name = fresh_id("exec");
-    let chain = ChainId::new(name.as_str()).map_err(|e| evidence_input(path, e))?;
+    let chain = ChainId::new(name).map_err(|e| evidence_input(path, e))?;
     let binding = GovernanceBinding {
-        task_boundary: TaskBoundary::new(&name).map_err(|e| evidence_input(path, e))?,
+        task_boundary: TaskBoundary::new(name).map_err(|e| evidence_input(path, e))?,
         chain_id: chain.clone(),
         policy: snapshot.reference(),
         profile: RuntimeProfile::Certifiable,
@@ -437,7 +477,9 @@ async fn open_evidence(path: &Path, snapshot: &PolicySnapshot) -> Result<Evidenc
 
 /// Closes the boundaries crashed `warden exec` runs left open: resume (the chain must
 /// verify), recover every open operation (never re-invoked), close as abandoned. Fails closed
-/// on a chain that does not verify.
+/// on a chain that does not verify. A boundary whose call may still be running (a process the
+/// backend recorded, or one carrying its record's token, is alive) is left open, and said so: an
+/// operation is never closed while its process may still have effects.
 async fn recover_stale(
     path: &Path,
     sqlite: &SqliteStore,
@@ -463,6 +505,27 @@ async fn recover_stale(
         {
             continue;
         }
+        let records = ProcessRecords::new(records_dir(path, chain.as_str()));
+        let survivors = records
+            .survivors()
+            .map_err(|e| format!("cannot read its process records: {e}"));
+        match survivors {
+            Ok(survivors) if survivors.is_empty() => {}
+            other => {
+                let why = match other {
+                    Ok(survivors) => survivors
+                        .iter()
+                        .map(survivor_text)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    Err(e) => e,
+                };
+                eprintln!(
+                    "warden: chain {chain}, left open by an interrupted run, stays open: its call may still be running ({why})"
+                );
+                continue;
+            }
+        }
         let (governance, recovered) = Governance::resume(
             store.clone(),
             chain.clone(),
@@ -476,6 +539,8 @@ async fn recover_stale(
             .close(CloseDisposition::Abandoned)
             .await
             .map_err(|e| evidence_input(path, format!("cannot close chain {chain}: {e}")))?;
+        // Its records name only processes that have ended.
+        let _ = std::fs::remove_dir_all(records.dir());
         eprintln!(
             "warden: recovered chain {chain} left open by an interrupted run: {} operation(s) closed, boundary abandoned",
             recovered.len()
@@ -492,6 +557,19 @@ async fn recover_stale(
         }
     }
     Ok(out)
+}
+
+/// A survivor, and what lets recovery close its chain.
+fn survivor_text(survivor: &Survivor) -> String {
+    match survivor {
+        Survivor::Running { .. } => {
+            format!("{survivor}; recovery closes the chain once it has ended")
+        }
+        Survivor::Unreadable { record } => format!(
+            "{survivor}; once sure nothing of the call runs, delete it and run again ({})",
+            record.display()
+        ),
+    }
 }
 
 fn receipt_json(record_type: Option<RecordType>, r: &AppendReceipt) -> Value {

@@ -26,10 +26,14 @@ mod exec_evidence;
 mod export;
 #[path = "support/fail_open.rs"]
 mod fail_open;
+#[path = "support/first_use.rs"]
+mod first_use;
 #[path = "support/guard.rs"]
 mod guard;
 #[path = "support/hook.rs"]
 mod hook;
+#[path = "support/killed_exec.rs"]
+mod killed_exec;
 #[path = "support/oracle.rs"]
 mod oracle;
 #[path = "support/replay.rs"]

@@ -469,9 +469,11 @@ impl SqliteProjection {
         // Creating a store initializes the schema (projection tables included).
         drop(crate::SqliteStore::open(&path)?);
         let conn = Connection::open(&path).map_err(|e| crate::Error::sqlite(&path, &e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .and_then(|()| conn.pragma_update(None, "journal_mode", "WAL"))
-            .and_then(|()| conn.pragma_update(None, "synchronous", "FULL"))
+        let timeout = std::time::Duration::from_secs(5);
+        conn.busy_timeout(timeout)
+            .map_err(|e| crate::Error::sqlite(&path, &e))?;
+        crate::sqlite::enable_wal(&conn, &path, timeout)?;
+        conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| crate::Error::sqlite(&path, &e))?;
         Ok(Self { path, conn })
     }

@@ -352,6 +352,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Checks that `conn` is a Warden evidence store of a known schema version and returns it;
 /// `Ok(None)` when it is an empty database (no tables, application id 0), ready to initialize.
+///
+/// The application id, the version and the tables are read by one statement, so from one
+/// snapshot: a store another process is creating reads as empty or as created, never as half
+/// of each (an application id of 0 beside tables would look foreign).
 fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
     let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::NotADatabase) => Error::NotSqlite {
@@ -359,14 +363,14 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
         },
         _ => Error::sqlite(path, &e),
     };
-    let app: i64 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(classify)?;
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(classify)?;
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+    let (app, version, tables): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT application_id FROM pragma_application_id), \
+                    (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_master)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
         .map_err(classify)?;
     if app == 0 && version == 0 && tables == 0 {
         return Ok(None);
@@ -387,41 +391,89 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
     Ok(Some(version))
 }
 
-/// Brings a store of an older schema version to [`SCHEMA_VERSION`], in one transaction; every
-/// row, and so every chain hash, stays as it was. From version 1: drop the `records_operation`
-/// index (no query used it). From versions 1 and 2: create `chains` and bind every stored
-/// chain's record-id prefix (their unique index on `record_id` stays: dropping it would mean
-/// copying the table, and it only costs the writer time).
-fn migrate(conn: &Connection, path: &Path) -> Result<(), Error> {
-    let run = || -> rusqlite::Result<()> {
-        conn.execute_batch("BEGIN IMMEDIATE; DROP INDEX IF EXISTS records_operation;")?;
-        conn.execute_batch(CHAINS)?;
-        for family in [Family::Evidence, Family::Journal] {
-            let table = table_of(family);
-            let chains: Vec<String> = conn
-                .prepare(&format!("SELECT DISTINCT chain_id FROM {table}"))?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            // A chain bound already is left as it is; a prefix bound to another chain fails
-            // the migration (it cannot happen while `record_id` is unique).
-            let mut insert = conn.prepare(&format!(
-                "{INSERT_CHAIN} ON CONFLICT (family, chain_id) DO NOTHING"
-            ))?;
-            for chain in chains {
-                let prefix = record::record_id_prefix(family, &chain);
-                insert.execute(params![
-                    family.as_str(),
-                    chain,
-                    String::from_utf8_lossy(&prefix)
-                ])?;
+/// Switches `conn` to WAL mode. While another connection holds a lock the switch needs (one
+/// creating the store, or a closing store switching the file back to rollback-journal mode),
+/// SQLite answers `SQLITE_BUSY` at once, without waiting in the busy handler; so this waits and
+/// tries again, for at most `timeout`.
+pub(crate) fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::Sqlite {
+                    path: path.to_owned(),
+                    message: format!("cannot enable WAL (journal mode is {mode})"),
+                });
             }
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(Error::sqlite(path, &e)),
         }
-        conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+    }
+}
+
+/// Creates the schema of an empty database, or migrates a store of an older version, inside one
+/// `BEGIN IMMEDIATE` transaction that first checks the schema again. Writers that open one new
+/// file together serialize here (each waits for the write lock, within the busy timeout): the
+/// first creates the store, the others find it created and change nothing. A database that is
+/// not a Warden store is refused, unchanged.
+fn prepare_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
+    let run = || -> Result<(), Error> {
+        let sqlite = |e: rusqlite::Error| Error::sqlite(path, &e);
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite)?;
+        match check_schema(conn, path)? {
+            None => conn
+                .execute_batch(&format!(
+                    "{SCHEMA} {CHAINS} PRAGMA application_id = {APPLICATION_ID}; \
+                     PRAGMA user_version = {SCHEMA_VERSION};"
+                ))
+                .map_err(sqlite)?,
+            Some(version) if version < SCHEMA_VERSION => migrate(conn).map_err(sqlite)?,
+            Some(_) => {}
+        }
+        conn.execute_batch("COMMIT").map_err(sqlite)
     };
-    run().map_err(|e| {
-        let _ = conn.execute_batch("ROLLBACK");
-        Error::sqlite(path, &e)
+    run().inspect_err(|_| {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
     })
+}
+
+/// Brings a store of an older schema version to [`SCHEMA_VERSION`], inside the caller's write
+/// transaction; every row, and so every chain hash, stays as it was. From version 1: drop the
+/// `records_operation` index (no query used it). From versions 1 and 2: create `chains` and
+/// bind every stored chain's record-id prefix (their unique index on `record_id` stays:
+/// dropping it would mean copying the table, and it only costs the writer time).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("DROP INDEX IF EXISTS records_operation;")?;
+    conn.execute_batch(CHAINS)?;
+    for family in [Family::Evidence, Family::Journal] {
+        let table = table_of(family);
+        let chains: Vec<String> = conn
+            .prepare(&format!("SELECT DISTINCT chain_id FROM {table}"))?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        // A chain bound already is left as it is; a prefix bound to another chain fails the
+        // migration (it cannot happen while `record_id` is unique).
+        let mut insert = conn.prepare(&format!(
+            "{INSERT_CHAIN} ON CONFLICT (family, chain_id) DO NOTHING"
+        ))?;
+        for chain in chains {
+            let prefix = record::record_id_prefix(family, &chain);
+            insert.execute(params![
+                family.as_str(),
+                chain,
+                String::from_utf8_lossy(&prefix)
+            ])?;
+        }
+    }
+    conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
 
 const INSERT_CHAIN: &str =
@@ -474,28 +526,13 @@ impl SqliteStore {
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| Error::sqlite(&path, &e))?;
         let version = check_schema(&conn, &path)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| Error::sqlite(&path, &e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Sqlite {
-                path,
-                message: format!("cannot enable WAL (journal mode is {mode})"),
-            });
-        }
+        enable_wal(&conn, &path, options.busy_timeout)?;
         conn.pragma_update(None, "synchronous", synchronous_name(options.synchronous))
             .map_err(|e| Error::sqlite(&path, &e))?;
-        if version.is_some_and(|v| v < SCHEMA_VERSION) {
-            migrate(&conn, &path)?;
-        }
-        if version.is_none() {
-            let script = format!(
-                "BEGIN IMMEDIATE; {SCHEMA} {CHAINS} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            );
-            conn.execute_batch(&script).map_err(|e| {
-                let _ = conn.execute_batch("ROLLBACK");
-                Error::sqlite(&path, &e)
-            })?;
+        // Empty (perhaps being created by another writer right now) or older: create or
+        // migrate under the write lock, checking again there.
+        if version != Some(SCHEMA_VERSION) {
+            prepare_schema(&conn, &path)?;
         }
         let reader = Connection::open_with_flags(
             &path,

@@ -1,8 +1,8 @@
 //! warden-evidence's one integration-test binary: records and hashing, the conformance suite
 //! against both backends, governed execution (one terminal per operation, evidence before the
 //! call), certificates, checkpoints, tampering (library and SQLite file), projection, crash
-//! injection (a child process SIGKILLed at every fault point), the journal, SQLite specifics, and
-//! properties.
+//! injection (a child process SIGKILLed at every fault point), the journal, SQLite specifics,
+//! first use of one new store by many writers at once, and properties.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -47,3 +47,6 @@ mod sqlite;
 
 #[path = "evidence/props.rs"]
 mod props;
+
+#[path = "evidence/first_use.rs"]
+mod first_use;

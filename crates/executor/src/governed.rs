@@ -194,6 +194,10 @@ impl Governance {
     /// every operation a crash left open with the terminal it allows, never re-invoking
     /// anything (`operation_cancelled` when no gate was recorded, `operation_denied` when the
     /// recorded gates deny, else `external_result_ambiguous`). Returns what was recovered.
+    ///
+    /// Call it only once nothing of the boundary's calls can still run: a process contained
+    /// with a PID namespace of its own dies with the executor that started it; any other may
+    /// outlive it (check `warden_sandbox::ProcessRecords::survivors`, docs/executor.md).
     pub async fn resume(
         store: Arc<dyn GovernedStore>,
         chain_id: ChainId,

@@ -14,6 +14,7 @@ use crate::error::SandboxError;
 use crate::helper::{
     self, CANARY, EXEC_MODE, IsolationProbe, LandlockProbe, PROBE_MODE, ProbeResult,
 };
+use crate::records::{ProcessRecords, RECORD_VARIABLE, Record};
 use crate::spec::{Limits, SandboxSpec};
 
 /// The name this backend reports.
@@ -48,6 +49,7 @@ pub struct SubprocessBackend {
     report: CapabilityReport,
     reference: BackendRef,
     limits: Limits,
+    records: Option<ProcessRecords>,
 }
 
 /// A containment mechanism the backend probes.
@@ -196,6 +198,7 @@ impl SubprocessBackend {
             report,
             reference,
             limits: DEFAULT_LIMITS,
+            records: None,
         })
     }
 
@@ -218,6 +221,16 @@ impl SubprocessBackend {
                 (m, ok, detail)
             })
             .collect()
+    }
+
+    /// The same backend recording each process it starts without processes of its own (no
+    /// PID namespace: it need not die with this process) in `records`; such a process gets the
+    /// record's token in [`RECORD_VARIABLE`](crate::RECORD_VARIABLE), beside the allowlisted
+    /// variables. An isolated process is not recorded: it dies with this process
+    /// (docs/sandbox.md).
+    pub fn with_process_records(mut self, records: ProcessRecords) -> Self {
+        self.records = Some(records);
+        self
     }
 
     /// The same backend with other resource limits.
@@ -303,11 +316,20 @@ impl EffectBackend for SubprocessBackend {
     }
 
     async fn run(&self, spec: ProcessSpec) -> Result<ProcessOutput, BackendError> {
-        let sandbox = self.sandbox_spec(&spec)?;
+        let mut sandbox = self.sandbox_spec(&spec)?;
+        let record = match &self.records {
+            Some(records) if !sandbox.isolate_processes => Some(records.starting()?),
+            _ => None,
+        };
+        if let Some(record) = &record {
+            sandbox
+                .env
+                .insert(RECORD_VARIABLE.to_owned(), record.token().to_owned());
+        }
         let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
             message: e.to_string(),
         })?;
-        run_helper(&self.helper, &json, &spec).await
+        run_helper(&self.helper, &json, &spec, record).await
     }
 }
 
@@ -321,10 +343,20 @@ async fn run_helper(
     helper: &Path,
     json: &str,
     spec: &ProcessSpec,
+    record: Option<Record>,
 ) -> Result<ProcessOutput, BackendError> {
     let mut command = tokio_command(helper);
-    command.arg(EXEC_MODE).arg(json).env_clear();
-    crate::capture::run(command, spec).await
+    // The helper dies with this process (it is passed its id, to check it started in time).
+    command
+        .arg(EXEC_MODE)
+        .arg(json)
+        .arg(std::process::id().to_string())
+        .env_clear();
+    // The helper carries the token from its start, before it becomes the program.
+    if let Some(record) = &record {
+        command.env(RECORD_VARIABLE, record.token());
+    }
+    crate::capture::run(command, spec, record).await
 }
 
 fn run_probe(helper: &Path, args: &[&str], env: &[(&str, &str)]) -> ProbeResult {
@@ -431,6 +463,7 @@ fn run_contained_probe(helper: &Path, spec: &SandboxSpec, env: &[(&str, &str)]) 
     let output = helper::command(helper)
         .arg(EXEC_MODE)
         .arg(json)
+        .arg(std::process::id().to_string())
         .env_clear()
         .envs(env.iter().copied())
         .output();

@@ -8,13 +8,19 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use warden_contracts::{BackendError, ProcessOutput, ProcessSpec};
 
+use crate::records::Record;
+
 /// The output cap when the spec sets none (per stream).
 pub(crate) const DEFAULT_OUTPUT_CAP: usize = 16 << 20;
 
 /// Spawns `command` (pipes and `kill_on_drop` are set here) and runs it under `spec`'s limits.
+/// With a `record` (written before the spawn, its token already in `command`'s environment),
+/// the process's id is added to it once started, and the record removed once the process has
+/// been waited for (crate::records).
 pub(crate) async fn run(
     mut command: tokio::process::Command,
     spec: &ProcessSpec,
+    record: Option<Record>,
 ) -> Result<ProcessOutput, BackendError> {
     let spawn_err = |e: std::io::Error| BackendError::Spawn {
         message: format!("{}: {e}", spec.program),
@@ -30,6 +36,9 @@ pub(crate) async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(spawn_err)?;
+    if let (Some(record), Some(pid)) = (&record, child.id()) {
+        record.started(pid);
+    }
     if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         tokio::spawn(async move {
             let _ = stdin.write_all(input.as_bytes()).await;
@@ -60,6 +69,7 @@ pub(crate) async fn run(
         let _ = child.start_kill();
     }
     let status = child.wait().await.map_err(spawn_err)?;
+    drop(record);
     use std::os::unix::process::ExitStatusExt as _;
     Ok(ProcessOutput {
         exit_code: status.code(),

@@ -144,13 +144,51 @@ pub(crate) fn enter_process_namespaces(network_off: bool) -> Result<(), SandboxE
     Ok(())
 }
 
-/// In the new PID namespace (as its PID 1): dies with the process that started it, and mounts
-/// a `/proc` of this namespace over the host's, so no host process is visible. Mounts are made
-/// private first, so nothing propagates back to the host.
-pub(crate) fn become_namespace_init() -> Result<(), SandboxError> {
-    use nix::mount::{MsFlags, mount};
+/// Asks the kernel to kill this process (`SIGKILL`) when the one that started it dies
+/// (`PR_SET_PDEATHSIG`), then checks that it has not died already: a parent gone before the
+/// request leaves the process to a reaper, and no signal would ever come. `parent` is the
+/// parent's process id as the caller passed it (`None`: not passed, nothing to check against).
+pub(crate) fn die_with_parent(parent: Option<i32>) -> Result<(), SandboxError> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .map_err(|e| SandboxError::Confine(format!("prctl(PDEATHSIG): {e}")))?;
+    match parent {
+        Some(expected) if nix::unistd::getppid().as_raw() != expected => {
+            Err(SandboxError::Confine(format!(
+                "the process that started this one ({expected}) is gone"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The parent's process id as the host's `/proc` (still mounted) shows it. Inside a new PID
+/// namespace `getppid()` answers 0 for its PID 1, whose parent is outside; the host's `/proc`
+/// numbers processes in the host's namespace.
+fn host_parent_pid() -> Result<i32, SandboxError> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| SandboxError::Confine(format!("/proc/self/stat: {e}")))?;
+    // `pid (comm) state ppid …`; the name may hold spaces and parentheses.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|ppid| ppid.parse().ok())
+        .ok_or_else(|| SandboxError::Confine(format!("/proc/self/stat: cannot read {stat:?}")))
+}
+
+/// In the new PID namespace (as its PID 1): dies with the process that started it (the first
+/// stage, host process `first_stage`), and mounts a `/proc` of this namespace over the host's,
+/// so no host process is visible. Mounts are made private first, so nothing propagates back to
+/// the host.
+pub(crate) fn become_namespace_init(first_stage: Option<i32>) -> Result<(), SandboxError> {
+    use nix::mount::{MsFlags, mount};
+    die_with_parent(None)?;
+    if let Some(expected) = first_stage {
+        let parent = host_parent_pid()?;
+        if parent != expected {
+            return Err(SandboxError::Confine(format!(
+                "the first stage ({expected}) is gone (parent now {parent})"
+            )));
+        }
+    }
     mount(
         None::<&str>,
         "/",

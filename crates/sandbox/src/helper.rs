@@ -17,12 +17,15 @@ use crate::confine::{self, LandlockOutcome};
 use crate::error::SandboxError;
 use crate::spec::SandboxSpec;
 
-/// `argv[1]` that runs a contained program: `<helper> __warden-sandbox-exec <spec json>`.
+/// `argv[1]` that runs a contained program: `<helper> __warden-sandbox-exec <spec json> [<pid>]`,
+/// where `pid` is the process starting the helper: the helper dies with it, and does nothing if
+/// it is already gone.
 pub const EXEC_MODE: &str = "__warden-sandbox-exec";
 /// `argv[1]` that runs one probe: `<helper> __warden-sandbox-probe <probe> [json]`.
 pub const PROBE_MODE: &str = "__warden-sandbox-probe";
 /// `argv[1]` of the second stage of an isolated run: PID 1 of the new PID namespace, which
-/// confines itself and becomes the program. Started only by the exec mode.
+/// confines itself and becomes the program. Started only by the exec mode:
+/// `<helper> __warden-sandbox-init <spec json> <first stage's pid>`.
 pub const INIT_MODE: &str = "__warden-sandbox-init";
 /// Exit code when confinement failed before the program ran.
 pub const CONFINE_FAILED: i32 = 125;
@@ -36,8 +39,14 @@ pub(crate) const CANARY: &str = "WARDEN_SANDBOX_CANARY";
 /// On success in exec mode this never returns: the process becomes the program.
 pub fn dispatch(args: &[String]) -> Option<i32> {
     match args.first().map(String::as_str) {
-        Some(EXEC_MODE) => Some(exec_mode(args.get(1).map(String::as_str))),
-        Some(INIT_MODE) => Some(init_mode(args.get(1).map(String::as_str))),
+        Some(EXEC_MODE) => Some(exec_mode(
+            args.get(1).map(String::as_str),
+            args.get(2).map(String::as_str),
+        )),
+        Some(INIT_MODE) => Some(init_mode(
+            args.get(1).map(String::as_str),
+            args.get(2).map(String::as_str),
+        )),
         Some(PROBE_MODE) => Some(probe_mode(&args[1..])),
         _ => None,
     }
@@ -56,9 +65,23 @@ fn parse_spec(spec: Option<&str>) -> Result<SandboxSpec, SandboxError> {
     }
 }
 
-/// The first stage: drops every inherited descriptor, then either confines itself and becomes
-/// the program, or (isolated) enters the new namespaces and supervises the second stage.
-fn exec_mode(spec: Option<&str>) -> i32 {
+/// A process id passed on the command line.
+fn parse_pid(pid: Option<&str>) -> Result<Option<i32>, SandboxError> {
+    pid.map(|p| {
+        p.parse()
+            .map_err(|_| SandboxError::Helper(format!("bad process id {p:?}")))
+    })
+    .transpose()
+}
+
+/// The first stage: dies with the process that started it (`parent`), drops every inherited
+/// descriptor, then either confines itself and becomes the program (which keeps the request to
+/// die with that process), or (isolated) enters the new namespaces and supervises the second
+/// stage.
+fn exec_mode(spec: Option<&str>, parent: Option<&str>) -> i32 {
+    if let Err(e) = parse_pid(parent).and_then(confine::die_with_parent) {
+        return fail(&e);
+    }
     let spec = match parse_spec(spec) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -80,14 +103,14 @@ fn exec_mode(spec: Option<&str>) -> i32 {
     become_program(&spec)
 }
 
-/// The second stage, PID 1 of the new PID namespace: dies with the first stage, mounts its own
-/// `/proc`, confines itself and becomes the program.
-fn init_mode(spec: Option<&str>) -> i32 {
+/// The second stage, PID 1 of the new PID namespace: dies with the first stage (host process
+/// `first_stage`), mounts its own `/proc`, confines itself and becomes the program.
+fn init_mode(spec: Option<&str>, first_stage: Option<&str>) -> i32 {
     let spec = match parse_spec(spec) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    if let Err(e) = confine::become_namespace_init() {
+    if let Err(e) = parse_pid(first_stage).and_then(confine::become_namespace_init) {
         return fail(&e);
     }
     become_program(&spec)
@@ -104,7 +127,12 @@ fn supervise(spec: &SandboxSpec) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(&SandboxError::Helper(format!("current_exe: {e}"))),
     };
-    let status = match command(&exe).arg(INIT_MODE).arg(json).status() {
+    let status = match command(&exe)
+        .arg(INIT_MODE)
+        .arg(json)
+        .arg(std::process::id().to_string())
+        .status()
+    {
         Ok(s) => s,
         Err(e) => {
             return fail(&SandboxError::Helper(format!(

@@ -12,6 +12,8 @@ use warden_contracts::{
     EffectBackend, ProcessOutput, ProcessSpec,
 };
 
+use crate::records::{ProcessRecords, RECORD_VARIABLE};
+
 /// The name this backend reports.
 pub const IN_PROCESS: &str = "in_process";
 
@@ -27,6 +29,7 @@ pub const IN_PROCESS: &str = "in_process";
 #[derive(Debug, Clone)]
 pub struct InProcessBackend {
     report: CapabilityReport,
+    records: Option<ProcessRecords>,
 }
 
 impl Default for InProcessBackend {
@@ -57,7 +60,16 @@ impl InProcessBackend {
                 backend: reference,
                 entries,
             },
+            records: None,
         }
+    }
+
+    /// The same backend recording every process it starts in `records` (none of them dies
+    /// with this process: see [`ProcessRecords`]); each gets the record's token in
+    /// [`RECORD_VARIABLE`](crate::RECORD_VARIABLE).
+    pub fn with_process_records(mut self, records: ProcessRecords) -> Self {
+        self.records = Some(records);
+        self
     }
 }
 
@@ -82,6 +94,14 @@ impl EffectBackend for InProcessBackend {
         cmd.args(&spec.args)
             .current_dir(&spec.cwd)
             .envs(&spec.env_set);
-        crate::capture::run(cmd, &spec).await
+        let record = self
+            .records
+            .as_ref()
+            .map(ProcessRecords::starting)
+            .transpose()?;
+        if let Some(record) = &record {
+            cmd.env(RECORD_VARIABLE, record.token());
+        }
+        crate::capture::run(cmd, &spec, record).await
     }
 }

@@ -26,9 +26,11 @@ mod confine;
 mod error;
 pub mod helper;
 mod in_process;
+mod records;
 mod spec;
 
 pub use backend::{DEFAULT_LIMITS, Mechanism, ProbeOptions, SUBPROCESS, SubprocessBackend};
 pub use error::SandboxError;
 pub use in_process::{IN_PROCESS, InProcessBackend};
+pub use records::{ProcessRecords, RECORD_VARIABLE, Survivor};
 pub use spec::{Limits, SandboxSpec};
