@@ -126,7 +126,7 @@ impl Oracle {
         let records = records(&log, &run.nonce);
         let mut uncovered = Vec::new();
         for r in &records {
-            if !command_covered(r, &subjects) {
+            if !command_covered(r, &subjects, &run) {
                 uncovered.push(format!("ran {r:?}"));
             }
         }
@@ -301,19 +301,20 @@ impl Run {
 fn instrumentation() -> &'static str {
     r#"exec {__warden_oracle_fd}>>"$WARDEN_ORACLE_LOG"
 command_not_found_handle() {
-  printf '\034%s\035%s\036\n' "$WARDEN_ORACLE_NONCE" "$(printf '%s\035' "$@")" >&"$__warden_oracle_fd"
+  printf '\034%s\035@%s\035%s\036\n' "$WARDEN_ORACLE_NONCE" "${BASH_SOURCE[1]}" "$(printf '%s\035' "$@")" >&"$__warden_oracle_fd"
 }
 BASH_XTRACEFD=$__warden_oracle_fd
-PS4=$'\037'"$WARDEN_ORACLE_NONCE"$'\037'
+PS4=$'\037'"$WARDEN_ORACLE_NONCE"'@${BASH_SOURCE[0]}@'$'\037'
 set -x
 "#
 }
 
-/// One command bash ran: its words, and whether a program was looked up for it (logged by
-/// `command_not_found_handle`) rather than traced.
+/// One command bash ran: its words, and the file bash read it from when it was not the
+/// command itself (a sourced file, a script a shell ran: `BASH_SOURCE`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     words: Vec<String>,
+    source: Option<String>,
 }
 
 /// The commands in a run's log, without the instrumentation's own.
@@ -329,11 +330,16 @@ fn records(log: &[u8], nonce: &str) -> Vec<Record> {
         traces.push_str(&rest[..i]);
         let after = &rest[i + start.len()..];
         let end = after.find("\u{1e}\n").unwrap_or(after.len());
-        let words: Vec<String> = after[..end]
+        let mut words: Vec<String> = after[..end]
             .split('\u{1d}')
             .filter(|w| !w.is_empty())
             .map(str::to_owned)
             .collect();
+        let source = match words.first() {
+            Some(w) if w.starts_with('@') => Some(words.remove(0)[1..].to_owned()),
+            _ => None,
+        }
+        .filter(|s| !s.is_empty());
         // A record holding another's marker ran into it (a word with a line end): dropped,
         // as the trace holds the same command.
         if !words.is_empty()
@@ -341,26 +347,32 @@ fn records(log: &[u8], nonce: &str) -> Vec<Record> {
                 .iter()
                 .any(|w| w.contains(nonce) || w.contains('\u{1f}'))
         {
-            out.push(Record { words });
+            out.push(Record { words, source });
         }
         rest = after.get(end + 2..).unwrap_or("");
     }
     traces.push_str(rest);
-    // Traced commands: a line starting with \037 nonce \037 (repeated \037s for nesting).
-    let marker = format!("{nonce}\u{1f}");
-    let mut current: Option<String> = None;
+    // Traced commands: a line starting with \037 nonce @source@ \037 (repeated \037s for
+    // nesting).
+    let marker = format!("{nonce}@");
+    let mut current: Option<(String, Option<String>)> = None;
     let mut traced = Vec::new();
     for line in traces.split_inclusive('\n') {
         let head = line.trim_start_matches('\u{1f}');
-        if head.len() < line.len() && head.starts_with(&marker) {
+        let opened = (head.len() < line.len())
+            .then(|| head.strip_prefix(&marker))
+            .flatten()
+            .and_then(|rest| rest.split_once("@\u{1f}"));
+        if let Some((source, command)) = opened {
             traced.extend(current.take());
-            current = Some(head[marker.len()..].to_owned());
-        } else if let Some(c) = current.as_mut() {
+            let source = (!source.is_empty()).then(|| source.to_owned());
+            current = Some((command.to_owned(), source));
+        } else if let Some((c, _)) = current.as_mut() {
             c.push_str(line);
         }
     }
     traced.extend(current);
-    for t in traced {
+    for (t, source) in traced {
         let t = t.strip_suffix('\n').unwrap_or(&t);
         // The instrumentation's own commands (their text holds the marker; a word with a
         // line end can run a record into the handler's, and programs are logged apart).
@@ -374,7 +386,8 @@ fn records(log: &[u8], nonce: &str) -> Vec<Record> {
         {
             continue; // the instrumentation's own commands (their formats hold the markers)
         }
-        if let Some(r) = command_record(words) {
+        if let Some(mut r) = command_record(words) {
+            r.source = source;
             out.push(r);
         }
     }
@@ -499,7 +512,10 @@ fn command_record(words: Vec<String>) -> Option<Record> {
     match words.first().map(String::as_str) {
         None | Some("for" | "select" | "case" | "((" | "[[" | "]]") => None,
         Some(w) if w.starts_with("((") => None,
-        Some(_) => Some(Record { words }),
+        Some(_) => Some(Record {
+            words,
+            source: None,
+        }),
     }
 }
 
@@ -517,7 +533,14 @@ fn dynamic(word: &str) -> bool {
 /// Whether `executed` is what `reading` would run: the same program, and the words matching,
 /// a dynamic word of the reading standing for any number of executed words.
 fn reading_matches(reading: &[String], executed: &[String]) -> bool {
-    let reading: Vec<&String> = reading.iter().skip_while(|w| is_assignment(w)).collect();
+    // A reading's leading `NAME=value` words are assignments, unless the word was quoted or
+    // escaped as written (`\ls=` runs a program named `ls=`): try both.
+    let all: Vec<&String> = reading.iter().collect();
+    let skipped: Vec<&String> = reading.iter().skip_while(|w| is_assignment(w)).collect();
+    reading_words_match(&all, executed) || reading_words_match(&skipped, executed)
+}
+
+fn reading_words_match(reading: &[&String], executed: &[String]) -> bool {
     let (Some(first), Some(ran)) = (reading.first(), executed.first()) else {
         return false;
     };
@@ -539,11 +562,32 @@ fn words_match(pattern: &[&String], words: &[String]) -> bool {
 }
 
 /// Whether some command subject of the verdict has a reading that runs what bash ran.
-fn command_covered(record: &Record, subjects: &[ShellSubject]) -> bool {
+fn command_covered(record: &Record, subjects: &[ShellSubject], run: &Run) -> bool {
     subjects.iter().any(|s| match s {
         ShellSubject::Command(c) => std::iter::once(&c.normalized)
             .chain(c.also.iter())
             .any(|r| reading_matches(r, &record.words)),
+        _ => false,
+    }) || from_a_file_a_subject_runs(record, subjects, run)
+}
+
+/// A command bash read from a file (a sourced file, a script a shell ran) is that file's: a
+/// file's contents are opaque to Warden by design (docs/shell.md, known limits), so such a
+/// command is covered by a subject that runs a file (`source`, `.`, a shell with a script
+/// operand). Only a file that exists in the run counts (`BASH_SOURCE` says `environment` for
+/// a function the command string defines, which stays checked).
+fn from_a_file_a_subject_runs(record: &Record, subjects: &[ShellSubject], run: &Run) -> bool {
+    let Some(file) = &record.source else {
+        return false;
+    };
+    if !run.ws.join(file).is_file() || run.ws.join(file) == run.env_file {
+        return false;
+    }
+    subjects.iter().any(|s| match s {
+        ShellSubject::Command(c) => c.normalized.first().is_some_and(|p| {
+            let p = program(p);
+            p == "source" || p == "." || SHELLS.contains(&p.as_str())
+        }),
         _ => false,
     })
 }

@@ -284,7 +284,11 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
         }
         match name.as_str() {
             "eval" => {
-                let args = &words[i + 1..];
+                // `eval -- x` evaluates `x`: a leading `--` ends eval's options.
+                let args = match words.get(i + 1) {
+                    Some(w) if w.value == "--" && w.dynamic.is_none() => &words[i + 2..],
+                    _ => &words[i + 1..],
+                };
                 if let Some(d) = args.iter().find_map(|w| w.dynamic.as_ref()) {
                     c.unknown = Some(format!("eval of a payload that is not a literal ({d})"));
                 } else {
@@ -299,7 +303,12 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                 }
             }
             "source" | "." => {
-                if let Some(script) = words.get(i + 1)
+                // `source -- FILE` reads FILE: a leading `--` ends its options.
+                let at = match words.get(i + 1) {
+                    Some(w) if w.value == "--" && w.dynamic.is_none() => i + 2,
+                    _ => i + 1,
+                };
+                if let Some(script) = words.get(at)
                     && let Some(why) = non_literal_script(script)
                 {
                     c.unknown = Some(format!("{name} of {why}"));

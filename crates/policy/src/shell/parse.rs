@@ -368,9 +368,13 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
     'walk: loop {
         let node = cursor.node();
         match node.kind() {
-            "simple_expansion" | "concatenation" => split_word(node, bytes, context)?,
+            // `$⏎"x"` is no translated string to bash: `$` ends its line.
+            "simple_expansion" | "concatenation" | "translated_string" => {
+                split_word(node, bytes, context)?;
+            }
             "command"
             | "declaration_command"
+            | "unset_command"
             | "file_redirect"
             | "heredoc_redirect"
             | "herestring_redirect" => joined_words(node, bytes, context)?,

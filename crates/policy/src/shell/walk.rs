@@ -460,6 +460,16 @@ impl<'t> Walker<'t> {
                         | "herestring_redirect"
                         | "heredoc_redirect" => {}
                         "file_redirect" => extra.extend(destinations(part).into_iter().skip(1)),
+                        // A pipeline or list the parser put inside the redirect
+                        // (`cat <<EOF |& echo x`) is commands of its own, walked as such, not
+                        // words of this command.
+                        "command"
+                        | "pipeline"
+                        | "list"
+                        | "redirected_statement"
+                        | "subshell"
+                        | "compound_statement"
+                        | "negated_command" => {}
                         _ => extra.push(part),
                     }
                 }
