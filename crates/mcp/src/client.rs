@@ -25,6 +25,49 @@ use crate::pins::ToolDefinition;
 pub(crate) const MAX_PAGES: usize = 256;
 /// The most tools one server may offer.
 pub(crate) const MAX_TOOLS: usize = 10_000;
+/// The longest message a server may send (one line of JSON-RPC). A longer one ends the
+/// connection: a pending call's outcome is then ambiguous at once, instead of waiting out its
+/// timeout for an answer that was dropped.
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// A server's output, cut off (end of stream) as soon as one line grows past
+/// [`MAX_MESSAGE_BYTES`].
+struct LineCap<R> {
+    inner: R,
+    line: usize,
+    cut: bool,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.cut {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            let read = &buf.filled()[before..];
+            let mut line = self.line;
+            for &b in read {
+                line = if b == b'\n' { 0 } else { line + 1 };
+                if line > MAX_MESSAGE_BYTES {
+                    self.cut = true;
+                    buf.set_filled(before);
+                    tracing::warn!(
+                        "an MCP server sent a message over {MAX_MESSAGE_BYTES} bytes: connection closed"
+                    );
+                    return std::task::Poll::Ready(Ok(()));
+                }
+            }
+            self.line = line;
+        }
+        polled
+    }
+}
 
 /// Why a connection or a listing failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +171,11 @@ impl Connection {
     {
         let watcher = Watcher::default();
         let tools_changed = Arc::clone(&watcher.tools_changed);
+        let reader = LineCap {
+            inner: reader,
+            line: 0,
+            cut: false,
+        };
         let service = match tokio::time::timeout(timeout, watcher.serve((reader, writer))).await {
             Err(_) => {
                 return Err(ClientError::InitializeTimeout {

@@ -609,6 +609,34 @@ mod hostile {
     }
 
     #[tokio::test]
+    async fn an_oversized_message_ends_the_connection_and_the_call_is_ambiguous_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _child) = start(&["oversized"], dir.path(), false, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        c.discover(&mut registry, &mut pins, &GuardSet::default(), false)
+            .await
+            .unwrap();
+        let executor = ActionExecutor::builder(registry)
+            .policy(policy(POLICY))
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let outcome = executor
+            .execute(
+                request("r-1", "hostile__echo", json!({"text": "x"})),
+                &context(),
+            )
+            .await;
+        assert_eq!(outcome.status(), "ambiguous");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no waiting out the call's timeout"
+        );
+    }
+
+    #[tokio::test]
     async fn a_server_that_never_answers_initialize_is_a_bounded_error() {
         let dir = tempfile::tempdir().unwrap();
         let started = std::time::Instant::now();

@@ -358,3 +358,53 @@ fn a_killed_exec_is_recovered_by_the_next_run_and_its_call_never_runs_again() {
     assert_eq!(cert.status.code(), Some(1), "an abandoned boundary");
     assert!(String::from_utf8_lossy(&cert.stdout).contains("refused"));
 }
+
+/// The evidence store (and its journal files) is protected from the governed call, even when
+/// it lives inside the workspace and the policy allows every write: a write, an edit or a
+/// shell redirect to it is denied, and the store still verifies.
+#[test]
+fn the_evidence_store_is_protected_from_the_call_it_governs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |tool: &str, args: Value| {
+        let out = super::exec::run_exec(
+            dir.path(),
+            POLICY,
+            tool,
+            &args,
+            &[
+                "--backend",
+                "in-process",
+                "--evidence",
+                "ws/ev.db",
+                "--format",
+                "json",
+            ],
+        );
+        let got = lines(&out);
+        assert_eq!(got.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+        got[0].clone()
+    };
+    // A first call creates the store.
+    let first = run("write", json!({"path": "notes.txt", "content": "x"}));
+    assert_eq!(first["outcome"], "succeeded", "{first}");
+    for (tool, args) in [
+        ("write", json!({"path": "ev.db", "content": "gone"})),
+        ("write", json!({"path": "ev.db-wal", "content": "gone"})),
+        ("bash", json!({"command": "echo gone > ev.db"})),
+    ] {
+        let v = run(tool, args.clone());
+        assert_eq!(v["outcome"], "denied", "{tool} {args}: {v}");
+        assert!(
+            v.to_string().contains("the evidence store"),
+            "{tool} {args}: {v}"
+        );
+    }
+    let verify = warden(&["evidence", "verify", "--store", "ws/ev.db"], dir.path());
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
