@@ -34,4 +34,4 @@ pub mod discovery;
 pub mod pins;
 pub mod tool;
 
-pub use client::ClientError;
+pub use client::{ClientError, MAX_MESSAGE_BYTES};
