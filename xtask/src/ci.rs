@@ -93,6 +93,10 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
             run: Box::new(move || cargo(root, &clippy)),
         },
         Step {
+            name: "test-servers",
+            run: Box::new(move || test_servers(root)),
+        },
+        Step {
             name: "test",
             run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
         },
@@ -165,6 +169,18 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
         .current_dir(root)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    Ok(status.success())
+}
+
+/// The MCP reference servers the tests run against, installed with `npm ci` from the committed
+/// lock file into `tests/mcp/node_modules` (ignored by git; a second run finds them installed).
+fn test_servers(root: &Path) -> anyhow::Result<bool> {
+    let dir = root.join("tests/mcp");
+    let status = command("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir)
+        .status()
+        .context("running npm ci in tests/mcp (the tests need Node.js and npm)")?;
     Ok(status.success())
 }
 

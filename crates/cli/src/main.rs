@@ -15,6 +15,7 @@ mod exec;
 mod export;
 mod hook;
 mod load;
+mod mcp_cmd;
 mod policy_cmd;
 mod replay;
 mod sandbox_cmd;
@@ -59,6 +60,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Sign an approval receipt bound to one exact call, or make an approver key pair.
     Approve(approve::ApproveArgs),
+    /// MCP servers behind the policy: admission, discovery, pins.
+    #[command(subcommand)]
+    Mcp(mcp_cmd::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -230,6 +234,7 @@ fn main() -> ExitCode {
         Command::Hook(c) => hook::run(&c, &mut out),
         Command::Replay(a) => replay::run(&a, &mut out),
         Command::Approve(a) => approve::run(&a, &mut out),
+        Command::Mcp(c) => mcp_cmd::run(&c, &mut out),
         Command::Policy(PolicyCommand::Export(a)) => export::run_export(&a, &mut out),
         Command::Policy(PolicyCommand::Import(a)) => export::run_import(&a, &mut out),
     };

@@ -34,6 +34,8 @@ mod guard;
 mod hook;
 #[path = "support/killed_exec.rs"]
 mod killed_exec;
+#[path = "support/mcp.rs"]
+mod mcp;
 #[path = "support/oracle.rs"]
 mod oracle;
 #[path = "support/replay.rs"]

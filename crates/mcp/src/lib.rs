@@ -32,6 +32,7 @@ pub mod admission;
 mod client;
 pub mod discovery;
 pub mod pins;
+pub mod start;
 pub mod tool;
 
 pub use client::{ClientError, MAX_MESSAGE_BYTES};

@@ -239,6 +239,41 @@ impl SubprocessBackend {
         self
     }
 
+    /// Starts `spec` contained exactly as [`EffectBackend::run`] would, but long-lived, with
+    /// its standard input and output piped to the caller (a server speaking over stdio, such
+    /// as an MCP server) and its standard error discarded. It runs until it exits or the
+    /// returned [`PipedProcess`] is dropped, which kills it; `spec.stdin` and
+    /// `spec.timeout_ms` do not apply.
+    pub fn spawn_piped(&self, spec: &ProcessSpec) -> Result<PipedProcess, BackendError> {
+        let sandbox = self.sandbox_spec(spec)?;
+        let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
+            message: e.to_string(),
+        })?;
+        let mut child = tokio_command(&self.helper)
+            .arg(EXEC_MODE)
+            .arg(json)
+            .arg(std::process::id().to_string())
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| BackendError::Spawn {
+                message: format!("{}: {e}", spec.program),
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(BackendError::Spawn {
+                message: format!("{}: no pipes", spec.program),
+            });
+        };
+        Ok(PipedProcess {
+            child,
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+        })
+    }
+
     fn proven(&self, capability: Capability) -> bool {
         self.report.status(capability) == CapabilityStatus::Enforced
     }
@@ -330,6 +365,37 @@ impl EffectBackend for SubprocessBackend {
             message: e.to_string(),
         })?;
         run_helper(&self.helper, &json, &spec, record).await
+    }
+}
+
+/// A contained, long-lived process with piped standard input and output
+/// ([`SubprocessBackend::spawn_piped`]). Dropping it kills the process.
+#[derive(Debug)]
+pub struct PipedProcess {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: Option<tokio::process::ChildStdout>,
+}
+
+impl PipedProcess {
+    /// Its standard input and output, once (for a protocol client to own).
+    pub fn take_pipes(
+        &mut self,
+    ) -> Option<(
+        impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+        impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    )> {
+        Some((self.stdin.take()?, self.stdout.take()?))
+    }
+
+    /// Its process id while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Whether it has exited (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
     }
 }
 

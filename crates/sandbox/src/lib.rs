@@ -29,7 +29,9 @@ mod in_process;
 mod records;
 mod spec;
 
-pub use backend::{DEFAULT_LIMITS, Mechanism, ProbeOptions, SUBPROCESS, SubprocessBackend};
+pub use backend::{
+    DEFAULT_LIMITS, Mechanism, PipedProcess, ProbeOptions, SUBPROCESS, SubprocessBackend,
+};
 pub use error::SandboxError;
 pub use in_process::{IN_PROCESS, InProcessBackend};
 pub use records::{ProcessRecords, RECORD_VARIABLE, Survivor};

@@ -1,0 +1,188 @@
+//! `warden mcp tools`: every server the policy's `[mcp]` table declares, its admission result,
+//! and, for each admitted one (started contained, then asked for its tools), each tool with its
+//! hints (and whether they are believed), its pin state and the policy's verdict for a call of
+//! it. A refused server is reported with its reason; the others are still listed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use warden_executor::Registry;
+use warden_mcp::admission::ConnectionLimiter;
+use warden_mcp::discovery::LIST_TIMEOUT;
+use warden_mcp::pins::{PinState, Pins};
+use warden_mcp::start::start;
+use warden_mcp::tool::hints_of;
+use warden_policy::{Call, PolicySnapshot};
+use warden_sandbox::SubprocessBackend;
+
+use crate::error::CliError;
+use crate::{OutputFormat, PolicyArgs};
+
+/// `warden mcp …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// List every configured server's admission result and each discovered tool with its
+    /// hints, pin state and verdict.
+    Tools(ToolsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ToolsArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The pins file (default `.warden/mcp-pins.json` under the project root).
+    #[arg(long, value_name = "PATH")]
+    pins: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
+}
+
+pub(crate) fn run(c: &McpCommand, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    match c {
+        McpCommand::Tools(a) => tools(a, out),
+    }
+}
+
+fn tools(a: &ToolsArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let snapshot = a.policy.snapshot()?;
+    let pins_path = match &a.pins {
+        Some(p) => p.clone(),
+        None => snapshot
+            .path_env()
+            .project_root
+            .join(".warden/mcp-pins.json"),
+    };
+    let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
+    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    let servers = rt.block_on(report(&snapshot, &backend, &mut pins));
+    // Definitions pinned on first sight are written back (atomically).
+    pins.save().map_err(|e| CliError::Input(e.to_string()))?;
+    match a.format {
+        OutputFormat::Json => {
+            for s in &servers {
+                writeln!(out, "{s}")?;
+            }
+        }
+        OutputFormat::Text => {
+            for s in &servers {
+                write_text(s, out)?;
+            }
+            if servers.is_empty() {
+                writeln!(out, "no MCP server is declared ([mcp.servers.NAME])")?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One JSON object per declared server.
+async fn report(
+    snapshot: &PolicySnapshot,
+    backend: &SubprocessBackend,
+    pins: &mut Pins,
+) -> Vec<Value> {
+    let mcp = snapshot.mcp();
+    let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
+    let mut out = Vec::new();
+    for server in &mcp.servers {
+        let started = start(
+            server,
+            &mcp.settings,
+            backend,
+            &limiter,
+            std::env::vars(),
+            LIST_TIMEOUT,
+        )
+        .await;
+        let started = match started {
+            Ok(s) => s,
+            Err(e) => {
+                out.push(json!({"server": server.name, "admitted": false, "error": e.to_string()}));
+                continue;
+            }
+        };
+        let mut registry = Registry::new();
+        let found = started
+            .connection
+            .discover(
+                &mut registry,
+                pins,
+                snapshot.guards(),
+                mcp.settings.require_pin_approval,
+            )
+            .await;
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                out.push(json!({"server": server.name, "admitted": true, "error": e.to_string()}));
+                continue;
+            }
+        };
+        let tools: Vec<Value> = found
+            .iter()
+            .map(|d| {
+                let name = d.definition.qualified();
+                let verdict = snapshot.decide(&Call::new(name.clone(), json!({})));
+                json!({
+                    "tool": name,
+                    "registered": d.registered.as_ref().err().map_or(Value::Bool(true), |why| json!(why)),
+                    "hints": hints_of(&d.definition, true),
+                    "hints_believed": server.trusted,
+                    "pin": pin_text(&d.state),
+                    "decision": verdict.decision.as_str(),
+                    "reason": &*verdict.reason,
+                })
+            })
+            .collect();
+        out.push(json!({"server": server.name, "admitted": true, "trusted": server.trusted, "tools": tools}));
+    }
+    out
+}
+
+fn pin_text(state: &PinState) -> String {
+    match state {
+        PinState::Pinned => "pinned".into(),
+        PinState::PinnedNow => "pinned now (first sight)".into(),
+        PinState::Quarantined(why) => format!("quarantined: {why}"),
+    }
+}
+
+fn write_text(s: &Value, out: &mut impl Write) -> Result<(), CliError> {
+    let name = s["server"].as_str().unwrap_or_default();
+    if let Some(e) = s["error"].as_str() {
+        writeln!(out, "server {name}: refused: {e}")?;
+        return Ok(());
+    }
+    let trust = if s["trusted"] == true {
+        "trusted: hints believed"
+    } else {
+        "untrusted: hints not believed"
+    };
+    writeln!(out, "server {name}: admitted ({trust})")?;
+    for t in s["tools"].as_array().into_iter().flatten() {
+        let registered = match &t["registered"] {
+            Value::Bool(true) => String::new(),
+            other => format!(", not registered: {}", other.as_str().unwrap_or_default()),
+        };
+        writeln!(
+            out,
+            "  {} → {} ({}){registered}\n    hints {}; {}",
+            t["tool"].as_str().unwrap_or_default(),
+            t["decision"].as_str().unwrap_or_default(),
+            t["reason"].as_str().unwrap_or_default(),
+            t["hints"],
+            t["pin"].as_str().unwrap_or_default(),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Starting an admitted server: admission first, then the command started contained by
+//! `warden-sandbox` (environment exactly as admitted, writes only under the declaring policy
+//! file's folder, no network), a connection slot held for as long as it runs, and an MCP
+//! connection over its pipes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use warden_contracts::ProcessSpec;
+use warden_policy::mcp::{McpServer, McpSettings};
+use warden_sandbox::{PipedProcess, SubprocessBackend};
+
+use crate::admission::{AdmissionError, ConnectionLimiter, ConnectionPermit, Launch, admit};
+use crate::client::ClientError;
+use crate::discovery::ServerConnection;
+
+/// Why a server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Admission refused it; nothing was started.
+    #[error(transparent)]
+    Refused(#[from] AdmissionError),
+    /// It was admitted but could not be started contained.
+    #[error("MCP server `{server}` could not start: {message}")]
+    Spawn {
+        /// The server.
+        server: String,
+        /// What failed.
+        message: String,
+    },
+    /// It started but did not speak MCP.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A URL server was admitted, but this version has no Streamable HTTP client: refused
+    /// rather than dialled some other way.
+    #[error(
+        "MCP server `{server}`: dialling a URL is not supported by this version (Streamable HTTP)"
+    )]
+    UrlUnsupported {
+        /// The server.
+        server: String,
+    },
+}
+
+/// A running, connected server. Dropping it ends the connection, kills the process and frees
+/// its connection slot.
+#[derive(Debug)]
+pub struct StartedServer {
+    /// The MCP connection.
+    pub connection: ServerConnection,
+    _process: PipedProcess,
+    _permit: ConnectionPermit,
+}
+
+/// Admits `server` under `settings`, takes a connection slot from `limiter`, starts it
+/// contained by `backend` with its environment drawn from `host_env`, and connects.
+pub async fn start(
+    server: &McpServer,
+    settings: &McpSettings,
+    backend: &SubprocessBackend,
+    limiter: &ConnectionLimiter,
+    host_env: impl IntoIterator<Item = (String, String)>,
+    timeout: Duration,
+) -> Result<StartedServer, StartError> {
+    let launch = admit(settings, server, host_env)?;
+    let (program, args, cwd, env) = match launch {
+        Launch::Command {
+            program,
+            args,
+            cwd,
+            env,
+        } => (program, args, cwd, env),
+        Launch::Url(_) => {
+            return Err(StartError::UrlUnsupported {
+                server: server.name.clone(),
+            });
+        }
+    };
+    let permit = limiter.acquire(&server.name)?;
+    let spawn_err = |message: String| StartError::Spawn {
+        server: server.name.clone(),
+        message,
+    };
+    let cwd: PathBuf = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| spawn_err(e.to_string()))?,
+    };
+    let spec = ProcessSpec {
+        program,
+        args,
+        cwd: cwd.display().to_string(),
+        env_allowlist: Vec::new(),
+        env_set: env,
+        stdin: None,
+        write_roots: vec![cwd.display().to_string()],
+        read_roots: None,
+        network: false,
+        timeout_ms: None,
+        max_output_bytes: None,
+        degradable: Vec::new(),
+    };
+    let mut process = backend
+        .spawn_piped(&spec)
+        .map_err(|e| spawn_err(e.to_string()))?;
+    let (stdin, stdout) = process
+        .take_pipes()
+        .ok_or_else(|| spawn_err("no pipes".into()))?;
+    let connection = ServerConnection::over(server, stdout, stdin, timeout).await?;
+    Ok(StartedServer {
+        connection,
+        _process: process,
+        _permit: permit,
+    })
+}
