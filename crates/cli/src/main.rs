@@ -216,6 +216,17 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let cli = Cli::parse();
+    // The proxy speaks MCP on stdout from the runtime's threads: it must not find stdout
+    // locked by this one.
+    if let Command::Mcp(mcp_cmd::McpCommand::Proxy(a)) = &cli.command {
+        return match mcp_cmd::proxy(a) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = match cli.command {

@@ -27,6 +27,9 @@ pub(crate) enum McpCommand {
     /// List every configured server's admission result and each discovered tool with its
     /// hints, pin state and verdict.
     Tools(ToolsArgs),
+    /// Serve MCP on stdio: the admitted servers' tools, every call decided by the policy and
+    /// run through the executor.
+    Proxy(ProxyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -44,6 +47,7 @@ pub(crate) struct ToolsArgs {
 pub(crate) fn run(c: &McpCommand, out: &mut impl Write) -> Result<ExitCode, CliError> {
     match c {
         McpCommand::Tools(a) => tools(a, out),
+        McpCommand::Proxy(a) => proxy(a),
     }
 }
 
@@ -185,4 +189,129 @@ fn write_text(s: &Value, out: &mut impl Write) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProxyArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Serve only these servers (repeatable); default: every declared server. With exactly
+    /// one, its tools keep their own names.
+    #[arg(long = "server", value_name = "NAME")]
+    servers: Vec<String>,
+    /// The pins file (default `.warden/mcp-pins.json` under the project root).
+    #[arg(long, value_name = "PATH")]
+    pins: Option<PathBuf>,
+}
+
+/// `warden mcp proxy`: serves MCP on stdio, every call through the executor.
+pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
+    let pins_path = |snapshot: &PolicySnapshot| match &a.pins {
+        Some(p) => p.clone(),
+        None => snapshot
+            .path_env()
+            .project_root
+            .join(".warden/mcp-pins.json"),
+    };
+    let first = a.policy.snapshot()?;
+    let pins_file = pins_path(&first);
+    // The pins file is protected from the governed agent like the policy files.
+    let snapshot = std::sync::Arc::new(crate::load::snapshot_protecting(
+        &a.policy.files(),
+        a.policy.project_root.as_deref(),
+        &[(pins_file.clone(), "the MCP pins file")],
+    )?);
+    let mcp = snapshot.mcp();
+    for name in &a.servers {
+        if !mcp.servers.iter().any(|s| &s.name == name) {
+            return Err(CliError::Input(format!(
+                "--server {name}: no such server in [mcp.servers] (declared: {})",
+                mcp.servers
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    let chosen: Vec<_> = mcp
+        .servers
+        .iter()
+        .filter(|s| a.servers.is_empty() || a.servers.contains(&s.name))
+        .collect();
+    let mut pins = Pins::load(&pins_file).map_err(|e| CliError::Input(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
+    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    rt.block_on(async {
+        let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
+        let mut registry = Registry::new();
+        let mut started = Vec::new();
+        let mut tools = Vec::new();
+        for server in &chosen {
+            // A refused or broken server is reported; the others keep working.
+            let s = match start(
+                server,
+                &mcp.settings,
+                &backend,
+                &limiter,
+                std::env::vars(),
+                LIST_TIMEOUT,
+            )
+            .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("warden mcp proxy: {e}");
+                    continue;
+                }
+            };
+            match s
+                .connection
+                .discover(
+                    &mut registry,
+                    &mut pins,
+                    snapshot.guards(),
+                    mcp.settings.require_pin_approval,
+                )
+                .await
+            {
+                Ok(found) => {
+                    for d in found {
+                        match (d.tool, d.registered) {
+                            (Some(t), _) => tools.push((t, d.definition.raw)),
+                            (None, Err(why)) => {
+                                eprintln!("warden mcp proxy: {}: {why}", d.definition.qualified())
+                            }
+                            (None, Ok(())) => {}
+                        }
+                    }
+                    started.push(s);
+                }
+                Err(e) => eprintln!("warden mcp proxy: {e}"),
+            }
+        }
+        pins.save().map_err(|e| CliError::Input(e.to_string()))?;
+        let executor = warden_executor::ActionExecutor::builder(registry)
+            .policy(std::sync::Arc::new(warden_executor::SnapshotPolicy::new(
+                std::sync::Arc::clone(&snapshot),
+            )))
+            .build()
+            .map_err(|e| CliError::Input(e.to_string()))?;
+        let single = chosen.len() == 1;
+        let proxy = warden_mcp::proxy::Proxy::new(
+            std::sync::Arc::new(executor),
+            std::sync::Arc::clone(&snapshot),
+            tools,
+            single,
+        )
+        .map_err(CliError::Input)?;
+        proxy.serve_stdio().await.map_err(CliError::Input)?;
+        drop(started);
+        Ok(ExitCode::SUCCESS)
+    })
 }

@@ -32,6 +32,7 @@ pub mod admission;
 mod client;
 pub mod discovery;
 pub mod pins;
+pub mod proxy;
 pub mod start;
 pub mod tool;
 

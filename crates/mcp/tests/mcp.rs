@@ -662,3 +662,118 @@ mod hostile {
         assert!(found.iter().any(|d| d.definition.name == "echo"));
     }
 }
+
+/// The proxy, driven by a real MCP client (rmcp's) over in-memory pipes, in front of the
+/// hostile fixture.
+mod proxy {
+    #![allow(clippy::disallowed_methods)]
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use serde_json::json;
+    use warden_executor::{ActionExecutor, Registry, SnapshotPolicy};
+    use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
+    use warden_mcp::pins::Pins;
+    use warden_mcp::proxy::Proxy;
+    use warden_policy::mcp::{McpServer, Transport};
+    use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
+
+    const POLICY: &str = "default = \"ask\"\nallow = [\"hostile__echo\"]\ndeny = [\"hostile__delete_all\", \"hostile__notes\"]\n[guards]\nsecrets = \"redact\"\n[mcp]\nredact_results = true\n";
+
+    #[tokio::test]
+    async fn the_proxy_offers_what_the_policy_allows_and_decides_every_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_server.py");
+        let mut child = tokio::process::Command::new("python3")
+            .arg(&fixture)
+            .arg("poison")
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let server = McpServer {
+            name: "hostile".into(),
+            transport: Transport::Command {
+                command: "python3".into(),
+                args: vec![],
+                cwd: None,
+            },
+            trusted: false,
+            declared_in: "p.toml".into(),
+        };
+        let c = ServerConnection::over(
+            &server,
+            child.stdout.take().unwrap(),
+            child.stdin.take().unwrap(),
+            LIST_TIMEOUT,
+        )
+        .await
+        .unwrap();
+        let file =
+            LoadedPolicy::from_text(POLICY.into(), Format::Toml, "p.toml", "p", None).unwrap();
+        let env = PathEnv {
+            project_root: "/tmp".into(),
+            home: None,
+        };
+        let snapshot = Arc::new(PolicySnapshot::from_files(&[file], env).unwrap());
+        let mut registry = Registry::new();
+        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        let found = c
+            .discover(&mut registry, &mut pins, snapshot.guards(), false)
+            .await
+            .unwrap();
+        let tools = found
+            .into_iter()
+            .filter_map(|d| d.tool.map(|t| (t, d.definition.raw)))
+            .collect();
+        let executor = ActionExecutor::builder(registry)
+            .policy(Arc::new(SnapshotPolicy::new(Arc::clone(&snapshot))))
+            .build()
+            .unwrap();
+        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true).unwrap();
+        let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
+        let (proxy_read, proxy_write) = tokio::io::split(proxy_end);
+        tokio::spawn(proxy.serve_over(proxy_read, proxy_write));
+        let (client_read, client_write) = tokio::io::split(client_end);
+        let client = ().serve((client_read, client_write)).await.unwrap();
+        // Offered under their own names: not the bare-denied ones.
+        let mut names: Vec<String> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["echo", "rename_file"]);
+        // Allowed: forwarded, the result's secret redacted.
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = json!({"text": "token ghp_0123456789abcdefghijklmnopqrstuvwxyz"})
+            .as_object()
+            .cloned();
+        let echoed = client.call_tool(params).await.unwrap();
+        let text = serde_json::to_value(&echoed).unwrap().to_string();
+        assert!(!text.contains("ghp_0123456789"), "{text}");
+        assert_ne!(echoed.is_error, Some(true), "{text}");
+        // Denied and asked: an error result, nothing forwarded.
+        let denied = client
+            .call_tool(CallToolRequestParams::new("delete_all"))
+            .await
+            .unwrap();
+        assert_eq!(denied.is_error, Some(true));
+        assert!(!dir.path().join("deleted").exists());
+        let mut ask = CallToolRequestParams::new("rename_file");
+        ask.arguments = json!({"from": "a", "to": "b"}).as_object().cloned();
+        let asked = client.call_tool(ask).await.unwrap();
+        assert_eq!(asked.is_error, Some(true));
+        let asked = serde_json::to_value(&asked).unwrap().to_string();
+        assert!(asked.contains("approval required"), "{asked}");
+        client.cancel().await.unwrap();
+    }
+}

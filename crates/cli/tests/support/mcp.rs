@@ -155,3 +155,127 @@ fn mcp_tools_reports_admission_discovery_pins_and_verdicts() {
     let again = lines(&again);
     assert!(tools(&again, "fs").iter().all(|(_, _, p)| p == "pinned"));
 }
+
+/// `warden mcp proxy` in front of the real filesystem server, driven over stdio with JSON-RPC
+/// lines as an MCP client sends them: one `--server`, so its tools keep their names; an
+/// allowed call is forwarded; a denied one answers `isError` and leaves no file; the client's
+/// roots never reach the server (it keeps its own allowed folder); a malformed line does not
+/// stop the proxy.
+#[test]
+fn the_proxy_decides_every_call_to_the_real_filesystem_server() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("sandbox")).unwrap();
+    std::fs::write(root.join("sandbox/a.txt"), "hello from the sandbox\n").unwrap();
+    let text = format!(
+        r#"default = "ask"
+allow = ["fs__read_text_file", "fs__list_allowed_directories"]
+deny = ["fs__write_file"]
+[mcp]
+allow_commands = true
+command_allowlist = ["node"]
+env_allow = ["PATH"]
+[mcp.servers.fs]
+command = "node"
+args = [{fs:?}, "sandbox"]
+"#,
+        fs = filesystem_server().display().to_string(),
+    );
+    let policy = write(&root, "policy.toml", &text);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp", "proxy", "--policy", &policy, "--server", "fs"])
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |line: String| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut answer = |id: u64| -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the proxy closed its output"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let sandbox = root.join("sandbox").display().to_string();
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"roots": {"listChanged": true}},
+        "clientInfo": {"name": "test", "version": "0"}}})
+        .to_string(),
+    );
+    assert_eq!(
+        answer(1)["result"]["serverInfo"]["name"],
+        "warden-mcp-proxy"
+    );
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into());
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.into());
+    let listed = answer(2);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"read_text_file"), "{names:?}");
+    assert!(
+        !names.contains(&"write_file"),
+        "a bare deny removes it: {names:?}"
+    );
+    send("this is not json".into());
+    let call = |id: u64, name: &str, args: Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+        .to_string()
+    };
+    send(call(
+        3,
+        "read_text_file",
+        serde_json::json!({"path": format!("{sandbox}/a.txt")}),
+    ));
+    let read = answer(3);
+    assert!(
+        read["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the sandbox"),
+        "{read}"
+    );
+    send(call(
+        4,
+        "write_file",
+        serde_json::json!({"path": format!("{sandbox}/b.txt"), "content": "x"}),
+    ));
+    let denied = answer(4);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(denied.to_string().contains("denied by Warden"), "{denied}");
+    assert!(!root.join("sandbox/b.txt").exists());
+    send(call(5, "list_allowed_directories", serde_json::json!({})));
+    let allowed = answer(5);
+    let allowed = allowed["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(allowed.contains(&sandbox), "{allowed}");
+    // The client closes the connection: the proxy exits, and its server with it.
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
