@@ -30,6 +30,9 @@ pub(crate) enum McpCommand {
     /// Serve MCP on stdio: the admitted servers' tools, every call decided by the policy and
     /// run through the executor.
     Proxy(ProxyArgs),
+    /// Approve a server's tool definitions as they are now (new ones, or changed ones that
+    /// were quarantined).
+    Pin(PinArgs),
 }
 
 #[derive(Debug, Args)]
@@ -48,6 +51,7 @@ pub(crate) fn run(c: &McpCommand, out: &mut impl Write) -> Result<ExitCode, CliE
     match c {
         McpCommand::Tools(a) => tools(a, out),
         McpCommand::Proxy(a) => proxy(a),
+        McpCommand::Pin(a) => pin(a, out),
     }
 }
 
@@ -314,4 +318,94 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
         drop(started);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PinArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The server whose tool definitions to approve.
+    #[arg(long = "server", value_name = "NAME")]
+    server: String,
+    /// Only this tool (its name on the server); default: every tool the server offers now.
+    #[arg(long = "tool", value_name = "NAME")]
+    tool: Option<String>,
+    /// The pins file (default `.warden/mcp-pins.json` under the project root).
+    #[arg(long, value_name = "PATH")]
+    pins: Option<PathBuf>,
+}
+
+/// `warden mcp pin`: approves the server's tool definitions as they are now (a new one, or one
+/// that changed since it was pinned), so they are offered again. A description that trips the
+/// policy's guards stays quarantined whatever its pin.
+fn pin(a: &PinArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let snapshot = a.policy.snapshot()?;
+    let mcp = snapshot.mcp();
+    let server = mcp
+        .servers
+        .iter()
+        .find(|s| s.name == a.server)
+        .ok_or_else(|| {
+            CliError::Input(format!(
+                "--server {}: no such server in [mcp.servers]",
+                a.server
+            ))
+        })?;
+    let pins_path = match &a.pins {
+        Some(p) => p.clone(),
+        None => snapshot
+            .path_env()
+            .project_root
+            .join(".warden/mcp-pins.json"),
+    };
+    let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
+    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    let approved = rt.block_on(async {
+        let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
+        let started = start(
+            server,
+            &mcp.settings,
+            &backend,
+            &limiter,
+            std::env::vars(),
+            LIST_TIMEOUT,
+        )
+        .await
+        .map_err(|e| CliError::Input(e.to_string()))?;
+        // Listing compares with the pins but must not pin on its own: a scratch copy.
+        let mut scratch = pins.clone();
+        let found = started
+            .connection
+            .discover(&mut Registry::new(), &mut scratch, snapshot.guards(), true)
+            .await
+            .map_err(|e| CliError::Input(e.to_string()))?;
+        let mut approved = Vec::new();
+        for d in found {
+            if a.tool.as_ref().is_some_and(|t| *t != d.definition.name) {
+                continue;
+            }
+            pins.approve(&d.definition);
+            approved.push(d.definition.qualified());
+        }
+        Ok::<_, CliError>(approved)
+    })?;
+    if let Some(t) = &a.tool
+        && approved.is_empty()
+    {
+        return Err(CliError::Input(format!(
+            "--tool {t}: server `{}` offers no such tool",
+            a.server
+        )));
+    }
+    pins.save().map_err(|e| CliError::Input(e.to_string()))?;
+    for name in &approved {
+        writeln!(out, "pinned {name}")?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -279,3 +279,79 @@ args = [{fs:?}, "sandbox"]
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// With `require_pin_approval`, a new definition waits for `warden mcp pin`; approving one tool
+/// leaves the others quarantined.
+#[test]
+fn mcp_pin_approves_a_quarantined_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"default = "ask"
+[mcp]
+allow_commands = true
+command_allowlist = ["python3"]
+require_pin_approval = true
+[mcp.servers.hostile]
+command = "python3"
+args = [{hostile:?}]
+"#,
+        hostile = repo()
+            .join("tests/mcp/hostile_server.py")
+            .display()
+            .to_string(),
+    );
+    let policy = write(dir.path(), "policy.toml", &text);
+    let states = || {
+        let out = warden(
+            &["mcp", "tools", "--policy", &policy, "--format", "json"],
+            dir.path(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tools(&lines(&out), "hostile")
+            .into_iter()
+            .map(|(t, _, p)| (t, p.split(':').next().unwrap_or_default().to_owned()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        states().iter().all(|(_, p)| p == "quarantined"),
+        "{:?}",
+        states()
+    );
+    let out = warden(
+        &[
+            "mcp", "pin", "--policy", &policy, "--server", "hostile", "--tool", "echo",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "pinned hostile__echo\n"
+    );
+    let after = states();
+    assert!(
+        after.contains(&("hostile__echo".into(), "pinned".into())),
+        "{after:?}"
+    );
+    assert!(
+        after.contains(&("hostile__delete_all".into(), "quarantined".into())),
+        "{after:?}"
+    );
+    let missing = warden(
+        &[
+            "mcp", "pin", "--policy", &policy, "--server", "hostile", "--tool", "nope",
+        ],
+        dir.path(),
+    );
+    assert_eq!(missing.status.code(), Some(2));
+}
