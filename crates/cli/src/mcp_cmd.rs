@@ -294,7 +294,7 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
                             (None, Ok(())) => {}
                         }
                     }
-                    started.push(s);
+                    started.push(s.into_parts());
                 }
                 Err(e) => eprintln!("warden mcp proxy: {e}"),
             }
@@ -307,15 +307,17 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
             .build()
             .map_err(|e| CliError::Input(e.to_string()))?;
         let single = chosen.len() == 1;
+        let (connections, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
         let proxy = warden_mcp::proxy::Proxy::new(
             std::sync::Arc::new(executor),
             std::sync::Arc::clone(&snapshot),
             tools,
             single,
         )
-        .map_err(CliError::Input)?;
+        .map_err(CliError::Input)?
+        .watching(connections, pins);
         proxy.serve_stdio().await.map_err(CliError::Input)?;
-        drop(started);
+        drop(running);
         Ok(ExitCode::SUCCESS)
     })
 }

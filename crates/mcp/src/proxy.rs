@@ -31,7 +31,8 @@ use warden_contracts::{
 use warden_executor::{ActionExecutor, Tool};
 use warden_policy::{GuardOutcome, GuardSet, PolicySnapshot};
 
-use crate::pins::PinState;
+use crate::discovery::ServerConnection;
+use crate::pins::{PinState, Pins};
 use crate::tool::McpTool;
 
 /// One tool the proxy may offer.
@@ -55,6 +56,14 @@ pub struct Proxy {
     calls: AtomicU64,
     scope: ExecutionScopeRef,
     context: ExecutionContext,
+    watch: Option<Watch>,
+}
+
+/// What the proxy re-lists when a server says its tools changed.
+#[derive(Debug)]
+struct Watch {
+    servers: Vec<ServerConnection>,
+    pins: tokio::sync::Mutex<Pins>,
 }
 
 impl Proxy {
@@ -96,7 +105,58 @@ impl Proxy {
             calls: AtomicU64::new(0),
             scope,
             context,
+            watch: None,
         })
+    }
+
+    /// Watches `servers`: when one says its tools changed (`notifications/tools/list_changed`),
+    /// the proxy lists them again before its next answer, and a definition that differs from
+    /// its pin is quarantined (a rug pull) until `warden mcp pin` approves it; the pins are
+    /// saved to their file.
+    pub fn watching(mut self, servers: Vec<ServerConnection>, pins: Pins) -> Self {
+        self.watch = Some(Watch {
+            servers,
+            pins: tokio::sync::Mutex::new(pins),
+        });
+        self
+    }
+
+    /// Lists again every watched server that said its tools changed.
+    async fn recheck(&self) {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        let require = self.policy.mcp().settings.require_pin_approval;
+        for server in &watch.servers {
+            if !server.tools_changed() {
+                continue;
+            }
+            let tools: Vec<Arc<McpTool>> = self
+                .offered
+                .iter()
+                .filter(|o| {
+                    matches!(o.tool.descriptor().source(),
+                        warden_contracts::ActionSource::Mcp { server: s } if *s == server.server().name)
+                })
+                .map(|o| Arc::clone(&o.tool))
+                .collect();
+            let mut pins = watch.pins.lock().await;
+            if let Err(e) = server
+                .recheck(&tools, &mut pins, self.policy.guards(), require)
+                .await
+            {
+                // A server that cannot be listed again cannot be trusted to be the same.
+                tracing::warn!("{e}");
+                for t in &tools {
+                    t.set_pin_state(PinState::Quarantined(crate::pins::Quarantine::Changed {
+                        pinned: format!("could not list again: {e}"),
+                    }));
+                }
+            }
+            if let Err(e) = pins.save() {
+                tracing::warn!("{e}");
+            }
+        }
     }
 
     /// What `tools/list` offers now: pinned, unquarantined, not removed by a bare deny.
@@ -139,6 +199,7 @@ impl Proxy {
     }
 
     async fn call(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>) -> Value {
+        self.recheck().await;
         // Every registered tool is decided by the executor, offered or not: a bare-denied
         // one is denied naming its rule, a quarantined one refused by its guard.
         let Some(offered) = self.offered.iter().find(|o| o.client_name == name) else {
@@ -262,6 +323,7 @@ impl ServerHandler for Proxy {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.recheck().await;
         let tools: Vec<Value> = self
             .offered()
             .into_iter()

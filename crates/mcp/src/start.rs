@@ -52,6 +52,27 @@ pub struct StartedServer {
     _permit: ConnectionPermit,
 }
 
+/// What keeps a started server running (its process and connection slot) once its
+/// connection is handed on. Dropping it kills the process and frees the slot.
+#[derive(Debug)]
+pub struct Running {
+    _process: PipedProcess,
+    _permit: ConnectionPermit,
+}
+
+impl StartedServer {
+    /// The connection, and what keeps the server running.
+    pub fn into_parts(self) -> (ServerConnection, Running) {
+        (
+            self.connection,
+            Running {
+                _process: self._process,
+                _permit: self._permit,
+            },
+        )
+    }
+}
+
 /// Admits `server` under `settings`, takes a connection slot from `limiter`, starts it
 /// contained by `backend` with its environment drawn from `host_env`, and connects.
 pub async fn start(

@@ -776,4 +776,98 @@ mod proxy {
         assert!(asked.contains("approval required"), "{asked}");
         client.cancel().await.unwrap();
     }
+
+    #[tokio::test]
+    async fn a_rug_pull_behind_the_proxy_is_quarantined_before_the_next_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_server.py");
+        let mut child = tokio::process::Command::new("python3")
+            .arg(&fixture)
+            .arg("rug-pull")
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let server = McpServer {
+            name: "hostile".into(),
+            transport: Transport::Command {
+                command: "python3".into(),
+                args: vec![],
+                cwd: None,
+            },
+            trusted: false,
+            declared_in: "p.toml".into(),
+        };
+        let c = ServerConnection::over(
+            &server,
+            child.stdout.take().unwrap(),
+            child.stdin.take().unwrap(),
+            LIST_TIMEOUT,
+        )
+        .await
+        .unwrap();
+        let text = "default = \"ask\"\nallow = [\"hostile__echo\", \"hostile__rename_file\"]\n";
+        let file = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "p", None).unwrap();
+        let env = PathEnv {
+            project_root: "/tmp".into(),
+            home: None,
+        };
+        let snapshot = Arc::new(PolicySnapshot::from_files(&[file], env).unwrap());
+        let mut registry = Registry::new();
+        let pins_path = dir.path().join("pins.json");
+        let mut pins = Pins::load(&pins_path).unwrap();
+        let found = c
+            .discover(&mut registry, &mut pins, snapshot.guards(), false)
+            .await
+            .unwrap();
+        pins.save().unwrap();
+        let tools = found
+            .into_iter()
+            .filter_map(|d| d.tool.map(|t| (t, d.definition.raw)))
+            .collect();
+        let executor = ActionExecutor::builder(registry)
+            .policy(Arc::new(SnapshotPolicy::new(Arc::clone(&snapshot))))
+            .build()
+            .unwrap();
+        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true)
+            .unwrap()
+            .watching(vec![c], pins);
+        let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
+        let (proxy_read, proxy_write) = tokio::io::split(proxy_end);
+        tokio::spawn(proxy.serve_over(proxy_read, proxy_write));
+        let (client_read, client_write) = tokio::io::split(client_end);
+        let client = ().serve((client_read, client_write)).await.unwrap();
+        let mut echo = CallToolRequestParams::new("echo");
+        echo.arguments = json!({"text": "hi"}).as_object().cloned();
+        assert_ne!(client.call_tool(echo).await.unwrap().is_error, Some(true));
+        // The server changed `rename_file` after that call and said so.
+        let mut names = Vec::new();
+        for _ in 0..50 {
+            names = client
+                .list_all_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect();
+            if !names.contains(&"rename_file".to_owned()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(names, ["echo", "delete_all"]);
+        let mut rename = CallToolRequestParams::new("rename_file");
+        rename.arguments = json!({"from": "a", "to": "b"}).as_object().cloned();
+        let refused = client.call_tool(rename).await.unwrap();
+        assert_eq!(refused.is_error, Some(true));
+        let refused = serde_json::to_value(&refused).unwrap().to_string();
+        assert!(refused.contains("quarantined"), "{refused}");
+        // The pin on file still holds the definition first seen.
+        let on_file = Pins::load(&pins_path).unwrap();
+        assert!(on_file.get("hostile__rename_file").is_some());
+        client.cancel().await.unwrap();
+    }
 }
