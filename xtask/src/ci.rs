@@ -172,16 +172,45 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
     Ok(status.success())
 }
 
-/// The MCP reference servers the tests run against, installed with `npm ci` from the committed
-/// lock file into `tests/mcp/node_modules` (ignored by git; a second run finds them installed).
+/// What the MCP tests run against: the reference servers, installed with `npm ci` from the
+/// committed lock file into `tests/mcp/node_modules`, and the official Python SDK, installed
+/// from the pinned `tests/mcp/requirements.txt` into a virtual environment in `.tools/mcp-venv`
+/// (both ignored by git; the environment is rebuilt only when the requirements change).
 fn test_servers(root: &Path) -> anyhow::Result<bool> {
     let dir = root.join("tests/mcp");
-    let status = command("npm")
+    let npm = command("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(&dir)
         .status()
         .context("running npm ci in tests/mcp (the tests need Node.js and npm)")?;
-    Ok(status.success())
+    if !npm.success() {
+        return Ok(false);
+    }
+    let venv = root.join(TOOLS_DIR).join("mcp-venv");
+    let requirements = std::fs::read_to_string(dir.join("requirements.txt"))
+        .context("reading tests/mcp/requirements.txt")?;
+    let stamp = venv.join("requirements.txt");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(requirements.as_str()) {
+        return Ok(true);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    let made = command("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .context("making the Python virtual environment (the tests need Python 3 with venv)")?;
+    if !made.success() {
+        return Ok(false);
+    }
+    let installed = command(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(dir.join("requirements.txt"))
+        .status()
+        .context("installing the MCP Python SDK into .tools/mcp-venv")?;
+    if installed.success() {
+        std::fs::write(&stamp, requirements).context("writing the venv's stamp")?;
+    }
+    Ok(installed.success())
 }
 
 /// The workspace-local `cargo-deny`, installed at the pinned version when it is missing.

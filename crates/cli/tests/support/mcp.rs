@@ -355,3 +355,81 @@ args = [{hostile:?}]
     );
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// The official Python SDK (`mcp` from PyPI, in `.tools/mcp-venv`, installed by `cargo xtask
+/// ci` from `tests/mcp/requirements.txt`) drives the proxy as its server: it lists the tools
+/// the policy offers, an allowed call comes back, a denied one is an error result.
+#[test]
+fn the_python_sdk_client_sees_the_policy_through_the_proxy() {
+    let python = repo().join(".tools/mcp-venv/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is installed by `cargo xtask ci` into .tools/mcp-venv"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("sandbox")).unwrap();
+    std::fs::write(root.join("sandbox/a.txt"), "read through the proxy\n").unwrap();
+    let text = format!(
+        r#"default = "ask"
+allow = ["fs__read_text_file"]
+deny = ["fs__write_file"]
+[mcp]
+allow_commands = true
+command_allowlist = ["node"]
+env_allow = ["PATH"]
+[mcp.servers.fs]
+command = "node"
+args = [{fs:?}, "sandbox"]
+"#,
+        fs = filesystem_server().display().to_string(),
+    );
+    let policy = write(&root, "policy.toml", &text);
+    let sandbox = root.join("sandbox").display().to_string();
+    let calls = serde_json::json!([
+        ["read_text_file", {"path": format!("{sandbox}/a.txt")}],
+        ["write_file", {"path": format!("{sandbox}/b.txt"), "content": "x"}],
+    ])
+    .to_string();
+    let out = std::process::Command::new(&python)
+        .arg(repo().join("tests/mcp/python_client.py"))
+        .arg(&calls)
+        .args([
+            "--",
+            env!("CARGO_BIN_EXE_warden"),
+            "mcp",
+            "proxy",
+            "--policy",
+            &policy,
+        ])
+        .args(["--server", "fs"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"read_text_file") && !tools.contains(&"write_file"),
+        "{tools:?}"
+    );
+    assert_eq!(seen["calls"][0]["is_error"], false, "{seen}");
+    assert_eq!(seen["calls"][0]["text"], "read through the proxy\n");
+    assert_eq!(seen["calls"][1]["is_error"], true, "{seen}");
+    assert!(
+        seen["calls"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("denied by Warden")
+    );
+    assert!(!root.join("sandbox/b.txt").exists());
+}
