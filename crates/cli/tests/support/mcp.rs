@@ -524,3 +524,115 @@ args = [{everything:?}]
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// Runs `warden mcp proxy` for `server` with `env`, sends the JSON-RPC `requests` (after
+/// `initialize`), and returns the answers by id.
+fn drive(
+    root: &Path,
+    policy: &str,
+    server: &str,
+    env: &[(&str, &str)],
+    requests: &[Value],
+) -> Vec<Value> {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp", "proxy", "--policy", policy, "--server", server])
+        .current_dir(root)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let mut answers = Vec::new();
+    let mut send = |v: &Value| {
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut read = |id: &Value| loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the proxy closed its output"
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if &v["id"] == id {
+            return v;
+        }
+    };
+    send(&init);
+    read(&serde_json::json!(0));
+    send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for r in requests {
+        send(r);
+        answers.push(read(&r["id"]));
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    answers
+}
+
+/// `server-memory` behind the proxy: an allowed call changes its graph, a denied one does not.
+#[test]
+fn the_memory_server_changes_only_through_allowed_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let memory =
+        repo().join("tests/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    assert!(memory.exists(), "installed by `cargo xtask ci`");
+    let text = format!(
+        r#"default = "ask"
+allow = ["memory__create_entities", "memory__read_graph"]
+deny = ["memory__delete_entities"]
+[mcp]
+allow_commands = true
+command_allowlist = ["node"]
+env_allow = ["PATH", "MEMORY_FILE_PATH"]
+[mcp.servers.memory]
+command = "node"
+args = [{memory:?}]
+"#,
+        memory = memory.display().to_string(),
+    );
+    let policy = write(&root, "policy.toml", &text);
+    let store = root.join("memory.jsonl").display().to_string();
+    let call = |id: u64, name: &str, args: Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let answers = drive(
+        &root,
+        &policy,
+        "memory",
+        &[("MEMORY_FILE_PATH", store.as_str())],
+        &[
+            call(
+                1,
+                "create_entities",
+                serde_json::json!({"entities": [
+                {"name": "warden", "entityType": "project", "observations": ["governs tool calls"]}]}),
+            ),
+            call(
+                2,
+                "delete_entities",
+                serde_json::json!({"entityNames": ["warden"]}),
+            ),
+            call(3, "read_graph", serde_json::json!({})),
+        ],
+    );
+    assert_ne!(answers[0]["result"]["isError"], true, "{}", answers[0]);
+    assert_eq!(answers[1]["result"]["isError"], true, "{}", answers[1]);
+    assert!(answers[1].to_string().contains("denied by Warden"));
+    assert!(
+        answers[2].to_string().contains("governs tool calls"),
+        "{}",
+        answers[2]
+    );
+    assert!(std::fs::read_to_string(&store).unwrap().contains("warden"));
+}
