@@ -174,14 +174,15 @@ impl Proxy {
             .collect()
     }
 
-    /// Serves MCP on this process's standard input and output until the client closes it.
+    /// Serves MCP on this process's standard input and output until the client closes it. A
+    /// line from the client that is not JSON is answered with a JSON-RPC parse error (`-32700`)
+    /// and the proxy keeps serving.
     pub async fn serve_stdio(self) -> Result<(), String> {
-        let running = self
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| e.to_string())?;
-        running.waiting().await.map_err(|e| e.to_string())?;
-        Ok(())
+        let (input, output, written) = screened(tokio::io::stdin(), tokio::io::stdout());
+        let served = self.serve_over(input, output).await;
+        // Every answer reaches the client before the process ends.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), written).await;
+        served
     }
 
     /// Serves MCP over `reader` and `writer` (a test's pipes).
@@ -347,4 +348,69 @@ impl ServerHandler for Proxy {
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(result.into())
     }
+}
+
+/// Puts a line filter between a client and the proxy: each line the client sends that is JSON
+/// goes on to the proxy; one that is not is answered with a JSON-RPC parse error, written to
+/// the client between the proxy's own lines (never inside one).
+fn screened<R, W>(
+    client_in: R,
+    client_out: W,
+) -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<()>,
+)
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    let (proxy_in, mut to_proxy) = tokio::io::duplex(1 << 20);
+    let (from_proxy, proxy_out) = tokio::io::duplex(1 << 20);
+    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<String>(64);
+    let errors = lines_tx.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(client_in).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if serde_json::from_str::<Value>(&line).is_ok() {
+                if to_proxy.write_all(line.as_bytes()).await.is_err()
+                    || to_proxy.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+            } else {
+                let error = json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32700, "message": "parse error: the line is not JSON"}});
+                if errors.send(error.to_string()).await.is_err() {
+                    break;
+                }
+            }
+        }
+        // The client closed its side: so does the proxy's input.
+        let _ = to_proxy.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(from_proxy).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if lines_tx.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+    let written = tokio::spawn(async move {
+        let mut out = client_out;
+        while let Some(line) = lines_rx.recv().await {
+            if out.write_all(line.as_bytes()).await.is_err()
+                || out.write_all(b"\n").await.is_err()
+                || out.flush().await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    (proxy_in, proxy_out, written)
 }

@@ -200,7 +200,7 @@ args = [{fs:?}, "sandbox"]
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
     };
-    let mut answer = |id: u64| -> Value {
+    let mut answer = |id: Value| -> Value {
         loop {
             let mut line = String::new();
             assert!(
@@ -222,12 +222,12 @@ args = [{fs:?}, "sandbox"]
         .to_string(),
     );
     assert_eq!(
-        answer(1)["result"]["serverInfo"]["name"],
+        answer(serde_json::json!(1))["result"]["serverInfo"]["name"],
         "warden-mcp-proxy"
     );
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into());
     send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.into());
-    let listed = answer(2);
+    let listed = answer(serde_json::json!(2));
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
         .unwrap()
@@ -240,6 +240,8 @@ args = [{fs:?}, "sandbox"]
         "a bare deny removes it: {names:?}"
     );
     send("this is not json".into());
+    let parse_error = answer(Value::Null);
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
     let call = |id: u64, name: &str, args: Value| {
         serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": name, "arguments": args}})
@@ -250,7 +252,7 @@ args = [{fs:?}, "sandbox"]
         "read_text_file",
         serde_json::json!({"path": format!("{sandbox}/a.txt")}),
     ));
-    let read = answer(3);
+    let read = answer(serde_json::json!(3));
     assert!(
         read["result"]["content"][0]["text"]
             .as_str()
@@ -263,12 +265,12 @@ args = [{fs:?}, "sandbox"]
         "write_file",
         serde_json::json!({"path": format!("{sandbox}/b.txt"), "content": "x"}),
     ));
-    let denied = answer(4);
+    let denied = answer(serde_json::json!(4));
     assert_eq!(denied["result"]["isError"], true, "{denied}");
     assert!(denied.to_string().contains("denied by Warden"), "{denied}");
     assert!(!root.join("sandbox/b.txt").exists());
     send(call(5, "list_allowed_directories", serde_json::json!({})));
-    let allowed = answer(5);
+    let allowed = answer(serde_json::json!(5));
     let allowed = allowed["result"]["content"][0]["text"]
         .as_str()
         .unwrap()
