@@ -18,24 +18,9 @@ use crate::decl::Role;
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 5;
 
 /// Environment variable name fragments that are never passed to an MCP server, even when
-/// `env_allow` names them: a variable whose upper-cased name contains one is removed.
-pub const DEFAULT_ENV_DENY: [&str; 15] = [
-    "ACCESS_TOKEN",
-    "API_KEY",
-    "API_SECRET",
-    "API_TOKEN",
-    "AUTH_TOKEN",
-    "AWS_SECRET",
-    "AWS_SESSION_TOKEN",
-    "CREDENTIAL",
-    "DATABASE_URL",
-    "DB_PASSWORD",
-    "PASSWORD",
-    "PRIVATE_KEY",
-    "REFRESH_TOKEN",
-    "SECRET_KEY",
-    "SERVICE_TOKEN",
-];
+/// `env_allow` names them: a variable whose upper-cased name contains one is removed. The same
+/// list as the guards' sensitive names (docs/design/policy.md, "Sensitive environment names").
+pub const DEFAULT_ENV_DENY: [&str; 15] = crate::guard::SENSITIVE_NAMES;
 
 fn default_max_connections() -> u32 {
     DEFAULT_MAX_CONNECTIONS

@@ -50,7 +50,7 @@ fn declared_servers_compile_with_their_transports() {
     let mcp = s.mcp();
     assert!(mcp.declared);
     assert!(mcp.settings.allow_commands && !mcp.settings.allow_urls);
-    assert_eq!(mcp.settings.env_deny, DEFAULT_ENV_DENY);
+    assert_eq!(mcp.settings.env_deny, DEFAULT_ENV_DENY.map(str::to_owned));
     let names: Vec<&str> = mcp.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["fs", "remote"]);
     assert!(matches!(
