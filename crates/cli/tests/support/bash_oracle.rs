@@ -597,7 +597,7 @@ fn mutations_of_allowed_commands_run_nothing_else_in_real_bash() {
     }
 }
 
-/// What the first one-hour long run found (docs/shell.md, "The bash oracle"): each is now
+/// What the one-hour long runs found (docs/shell.md, "The bash oracle"): each is now
 /// covered (bash runs only what Warden saw, or what a file a subject runs holds) or refused.
 #[test]
 fn the_long_run_findings_are_covered_or_refused() {
@@ -611,8 +611,12 @@ fn the_long_run_findings_are_covered_or_refused() {
     assert!(findings.is_empty(), "{}", findings.join("\n"));
 }
 
-/// The commands of the first long run's findings, as it printed them.
-const LONG_RUN_FINDINGS: [&str; 38] = [
+/// The commands of the long runs' findings, as they printed them (the first run's generated
+/// commands, then the second run's mutations).
+const LONG_RUN_FINDINGS: [&str; 41] = [
+    "npm un buil>&--watch",
+    "git status >&-2",
+    "ls >&-la",
     "( source\ta.txt ) && command",
     "source  *.txt\nexec;source -n\t$\\\nb\t2>&1",
     "for i in 1; do . *.txt; done & sh -c\t<<-EOF\n\trm x |& echo pwned > .git/hooks/pre-commit\n\tEOF\n",

@@ -372,10 +372,13 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
             "simple_expansion" | "concatenation" | "translated_string" => {
                 split_word(node, bytes, context)?;
             }
+            "file_redirect" => {
+                closed_then_word(node, context)?;
+                joined_words(node, bytes, context)?;
+            }
             "command"
             | "declaration_command"
             | "unset_command"
-            | "file_redirect"
             | "heredoc_redirect"
             | "herestring_redirect" => joined_words(node, bytes, context)?,
             _ => {}
@@ -462,6 +465,32 @@ fn joined_words(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), Split
             });
         }
         previous = Some(child);
+    }
+    Ok(())
+}
+
+/// An error when a word follows `>&-` or `<&-` inside one redirect: tree-sitter-bash reads it as
+/// the redirect's target, bash closes the descriptor and reads the word as an argument of the
+/// command (`find . >&- -delete` runs `find . -delete`).
+fn closed_then_word(node: Node<'_>, context: &str) -> Result<(), SplitError> {
+    let mut cursor = node.walk();
+    let mut closed = false;
+    for child in node.children(&mut cursor) {
+        if matches!(child.kind(), ">&-" | "<&-") {
+            closed = true;
+        } else if closed && child.is_named() {
+            let at = child.start_position();
+            return Err(SplitError::Syntax {
+                what: "a word after `>&-` or `<&-`, which bash reads as an argument of the command, not the redirect's target".into(),
+                line: at.row + 1,
+                column: at.column + 1,
+                context: if context.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {context}")
+                },
+            });
+        }
     }
     Ok(())
 }

@@ -288,6 +288,9 @@ fn text_the_parser_skips_is_refused() {
         "cat <<$'EOF'\nx\nEOF\nrm -rf x",       // the delimiter is `EOF` to bash
         "unset x$\n\"e\"cho -C",                // `$⏎"e"` is no translated string
         "unset x$\nrm -rf x",                   // `x$` and the next line are two
+        "find . >&- -delete",                   // `-delete` is an argument to bash
+        "ls >&-la",                             // so is `la`
+        "git status 2<&-x",                     // and `x`
     ] {
         let s = policy(&["bash"], NONE, NONE, "allow");
         let v = bash(&s, command);
