@@ -173,9 +173,10 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
 }
 
 /// What the MCP tests run against: the reference servers, installed with `npm ci` from the
-/// committed lock file into `tests/mcp/node_modules`, and the official Python SDK, installed
-/// from the pinned `tests/mcp/requirements.txt` into a virtual environment in `.tools/mcp-venv`
-/// (both ignored by git; the environment is rebuilt only when the requirements change).
+/// committed lock file into the `node_modules` folder of tests/mcp, and the official Python
+/// SDK, installed from the pinned `tests/mcp/requirements.txt` into a virtual environment in
+/// `.tools/mcp-venv` (both ignored by git; the environment is rebuilt only when the
+/// requirements change).
 fn test_servers(root: &Path) -> anyhow::Result<bool> {
     let dir = root.join("tests/mcp");
     let npm = command("npm")

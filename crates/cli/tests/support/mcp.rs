@@ -1,7 +1,8 @@
-//! `warden mcp tools` end to end: the policy's `[mcp]` servers admitted or refused with their
-//! reasons, the admitted ones started contained (the real `@modelcontextprotocol/server-filesystem`
-//! from `tests/mcp/node_modules`, installed by `cargo xtask ci`, and the hostile fixture), their
-//! tools discovered with hints, pins and verdicts, and the pins written.
+//! `warden mcp tools`, `pin` and `proxy` end to end: the policy's `[mcp]` servers admitted or
+//! refused with their reasons, the admitted ones started contained (the real reference servers
+//! from the `node_modules` folder of tests/mcp, installed by `cargo xtask ci`, and the hostile
+//! fixture), their tools discovered with hints, pins and verdicts, and every proxied call
+//! decided by the policy.
 
 use std::path::{Path, PathBuf};
 
