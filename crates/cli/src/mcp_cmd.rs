@@ -306,7 +306,8 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
             )))
             .build()
             .map_err(|e| CliError::Input(e.to_string()))?;
-        let single = chosen.len() == 1;
+        // The contract: own names with exactly one `--server`, `{server}__{tool}` otherwise.
+        let single = a.servers.len() == 1;
         let (connections, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
         let proxy = warden_mcp::proxy::Proxy::new(
             std::sync::Arc::new(executor),
