@@ -57,21 +57,9 @@ pub(crate) fn run(c: &McpCommand, out: &mut impl Write) -> Result<ExitCode, CliE
 
 fn tools(a: &ToolsArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let snapshot = a.policy.snapshot()?;
-    let pins_path = match &a.pins {
-        Some(p) => p.clone(),
-        None => snapshot
-            .path_env()
-            .project_root
-            .join(".warden/mcp-pins.json"),
-    };
+    let pins_path = pins_file(a.pins.as_ref(), &snapshot);
     let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
-    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Input(e.to_string()))?;
+    let (backend, rt) = contained_runtime()?;
     let servers = rt.block_on(report(&snapshot, &backend, &mut pins));
     // Definitions pinned on first sight are written back (atomically).
     pins.save().map_err(|e| CliError::Input(e.to_string()))?;
@@ -210,20 +198,13 @@ pub(crate) struct ProxyArgs {
 
 /// `warden mcp proxy`: serves MCP on stdio, every call through the executor.
 pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
-    let pins_path = |snapshot: &PolicySnapshot| match &a.pins {
-        Some(p) => p.clone(),
-        None => snapshot
-            .path_env()
-            .project_root
-            .join(".warden/mcp-pins.json"),
-    };
     let first = a.policy.snapshot()?;
-    let pins_file = pins_path(&first);
+    let pins_path = pins_file(a.pins.as_ref(), &first);
     // The pins file is protected from the governed agent like the policy files.
     let snapshot = std::sync::Arc::new(crate::load::snapshot_protecting(
         &a.policy.files(),
         a.policy.project_root.as_deref(),
-        &[(pins_file.clone(), "the MCP pins file")],
+        &[(pins_path.clone(), "the MCP pins file")],
     )?);
     let mcp = snapshot.mcp();
     for name in &a.servers {
@@ -243,14 +224,8 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
         .iter()
         .filter(|s| a.servers.is_empty() || a.servers.contains(&s.name))
         .collect();
-    let mut pins = Pins::load(&pins_file).map_err(|e| CliError::Input(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
-    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Input(e.to_string()))?;
+    let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
+    let (backend, rt) = contained_runtime()?;
     rt.block_on(async {
         let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
         let mut registry = Registry::new();
@@ -354,21 +329,9 @@ fn pin(a: &PinArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
                 a.server
             ))
         })?;
-    let pins_path = match &a.pins {
-        Some(p) => p.clone(),
-        None => snapshot
-            .path_env()
-            .project_root
-            .join(".warden/mcp-pins.json"),
-    };
+    let pins_path = pins_file(a.pins.as_ref(), &snapshot);
     let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
-    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Input(e.to_string()))?;
+    let (backend, rt) = contained_runtime()?;
     let approved = rt.block_on(async {
         let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
         let started = start(
@@ -411,4 +374,27 @@ fn pin(a: &PinArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
         writeln!(out, "pinned {name}")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pins file: `--pins`, else `.warden/mcp-pins.json` under the project root.
+fn pins_file(given: Option<&PathBuf>, snapshot: &PolicySnapshot) -> PathBuf {
+    given.cloned().unwrap_or_else(|| {
+        snapshot
+            .path_env()
+            .project_root
+            .join(".warden/mcp-pins.json")
+    })
+}
+
+/// The sandbox the servers start in (this binary hosts its helper) and a runtime to talk to
+/// them.
+fn contained_runtime() -> Result<(SubprocessBackend, tokio::runtime::Runtime), CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
+    let backend = SubprocessBackend::probe(exe).map_err(|e| CliError::Input(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    Ok((backend, rt))
 }

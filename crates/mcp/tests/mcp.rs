@@ -376,7 +376,7 @@ mod hostile {
     }
 
     /// Starts the fixture with `modes` in `dir` and connects to it.
-    async fn start(
+    pub(super) async fn start(
         modes: &[&str],
         dir: &Path,
         trusted: bool,
@@ -671,66 +671,45 @@ mod hostile {
 mod proxy {
     #![allow(clippy::disallowed_methods)]
 
-    use std::path::PathBuf;
     use std::sync::Arc;
 
     use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
     use serde_json::json;
     use warden_executor::{ActionExecutor, Registry, SnapshotPolicy};
-    use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
+    use warden_mcp::discovery::LIST_TIMEOUT;
     use warden_mcp::pins::Pins;
     use warden_mcp::proxy::Proxy;
-    use warden_policy::mcp::{McpServer, Transport};
     use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
 
     const POLICY: &str = "default = \"ask\"\nallow = [\"hostile__echo\"]\ndeny = [\"hostile__delete_all\", \"hostile__notes\"]\n[guards]\nsecrets = \"redact\"\n[mcp]\nredact_results = true\n";
 
-    #[tokio::test]
-    async fn the_proxy_offers_what_the_policy_allows_and_decides_every_call() {
-        let dir = tempfile::tempdir().unwrap();
-        let fixture =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_server.py");
-        let mut child = tokio::process::Command::new("python3")
-            .arg(&fixture)
-            .arg("poison")
-            .current_dir(dir.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let server = McpServer {
-            name: "hostile".into(),
-            transport: Transport::Command {
-                command: "python3".into(),
-                args: vec![],
-                cwd: None,
-            },
-            trusted: false,
-            declared_in: "p.toml".into(),
-        };
-        let c = ServerConnection::over(
-            &server,
-            child.stdout.take().unwrap(),
-            child.stdin.take().unwrap(),
-            LIST_TIMEOUT,
-        )
-        .await
-        .unwrap();
-        let file =
-            LoadedPolicy::from_text(POLICY.into(), Format::Toml, "p.toml", "p", None).unwrap();
+    /// The hostile fixture started with `modes` in `dir`, its tools discovered under the policy
+    /// `text` (pins in `dir/pins.json`, saved), behind a watching proxy served over in-memory
+    /// pipes: rmcp's client connected to it, and the fixture's process.
+    async fn behind_proxy(
+        modes: &[&str],
+        dir: &std::path::Path,
+        text: &str,
+    ) -> (
+        rmcp::service::RunningService<rmcp::RoleClient, ()>,
+        tokio::process::Child,
+    ) {
+        let (c, child) = super::hostile::start(modes, dir, false, LIST_TIMEOUT).await;
+        let c = c.unwrap();
+        let file = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "p", None).unwrap();
         let env = PathEnv {
             project_root: "/tmp".into(),
             home: None,
         };
         let snapshot = Arc::new(PolicySnapshot::from_files(&[file], env).unwrap());
         let mut registry = Registry::new();
-        let mut pins = Pins::load(&dir.path().join("pins.json")).unwrap();
+        let mut pins = Pins::load(&dir.join("pins.json")).unwrap();
         let found = c
             .discover(&mut registry, &mut pins, snapshot.guards(), false)
             .await
             .unwrap();
+        pins.save().unwrap();
         let tools = found
             .into_iter()
             .filter_map(|d| d.tool.map(|t| (t, d.definition.raw)))
@@ -739,12 +718,20 @@ mod proxy {
             .policy(Arc::new(SnapshotPolicy::new(Arc::clone(&snapshot))))
             .build()
             .unwrap();
-        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true).unwrap();
+        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true)
+            .unwrap()
+            .watching(vec![c], pins);
         let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
         let (proxy_read, proxy_write) = tokio::io::split(proxy_end);
         tokio::spawn(proxy.serve_over(proxy_read, proxy_write));
         let (client_read, client_write) = tokio::io::split(client_end);
-        let client = ().serve((client_read, client_write)).await.unwrap();
+        (().serve((client_read, client_write)).await.unwrap(), child)
+    }
+
+    #[tokio::test]
+    async fn the_proxy_offers_what_the_policy_allows_and_decides_every_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, _fixture) = behind_proxy(&["poison"], dir.path(), POLICY).await;
         // Offered under their own names: not the bare-denied ones.
         let mut names: Vec<String> = client
             .list_all_tools()
@@ -783,66 +770,9 @@ mod proxy {
     #[tokio::test]
     async fn a_rug_pull_behind_the_proxy_is_quarantined_before_the_next_answer() {
         let dir = tempfile::tempdir().unwrap();
-        let fixture =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_server.py");
-        let mut child = tokio::process::Command::new("python3")
-            .arg(&fixture)
-            .arg("rug-pull")
-            .current_dir(dir.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let server = McpServer {
-            name: "hostile".into(),
-            transport: Transport::Command {
-                command: "python3".into(),
-                args: vec![],
-                cwd: None,
-            },
-            trusted: false,
-            declared_in: "p.toml".into(),
-        };
-        let c = ServerConnection::over(
-            &server,
-            child.stdout.take().unwrap(),
-            child.stdin.take().unwrap(),
-            LIST_TIMEOUT,
-        )
-        .await
-        .unwrap();
         let text = "default = \"ask\"\nallow = [\"hostile__echo\", \"hostile__rename_file\"]\n";
-        let file = LoadedPolicy::from_text(text.into(), Format::Toml, "p.toml", "p", None).unwrap();
-        let env = PathEnv {
-            project_root: "/tmp".into(),
-            home: None,
-        };
-        let snapshot = Arc::new(PolicySnapshot::from_files(&[file], env).unwrap());
-        let mut registry = Registry::new();
+        let (client, _fixture) = behind_proxy(&["rug-pull"], dir.path(), text).await;
         let pins_path = dir.path().join("pins.json");
-        let mut pins = Pins::load(&pins_path).unwrap();
-        let found = c
-            .discover(&mut registry, &mut pins, snapshot.guards(), false)
-            .await
-            .unwrap();
-        pins.save().unwrap();
-        let tools = found
-            .into_iter()
-            .filter_map(|d| d.tool.map(|t| (t, d.definition.raw)))
-            .collect();
-        let executor = ActionExecutor::builder(registry)
-            .policy(Arc::new(SnapshotPolicy::new(Arc::clone(&snapshot))))
-            .build()
-            .unwrap();
-        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true)
-            .unwrap()
-            .watching(vec![c], pins);
-        let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
-        let (proxy_read, proxy_write) = tokio::io::split(proxy_end);
-        tokio::spawn(proxy.serve_over(proxy_read, proxy_write));
-        let (client_read, client_write) = tokio::io::split(client_end);
-        let client = ().serve((client_read, client_write)).await.unwrap();
         let mut echo = CallToolRequestParams::new("echo");
         echo.arguments = json!({"text": "hi"}).as_object().cloned();
         assert_ne!(client.call_tool(echo).await.unwrap().is_error, Some(true));

@@ -443,9 +443,6 @@ args = [{fs:?}, "sandbox"]
 /// redacted from the result by `redact_results`.
 #[test]
 fn a_planted_secret_in_a_servers_environment_output_is_redacted() {
-    use std::io::{BufRead as _, BufReader, Write as _};
-    use std::process::{Command, Stdio};
-
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let everything =
@@ -469,46 +466,20 @@ args = [{everything:?}]
     );
     let policy = write(&root, "policy.toml", &text);
     let planted = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args([
-            "mcp",
-            "proxy",
-            "--policy",
-            &policy,
-            "--server",
-            "everything",
-        ])
-        .current_dir(&root)
-        .env("GITHUB_TOKEN", planted)
-        .env("SECRET_KEY", "never-sent")
-        .env("PLAIN_NOTE", "visible-note")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    for line in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get-env","arguments":{}}}"#,
-    ] {
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-    }
-    stdin.flush().unwrap();
-    let env = loop {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the proxy closed its output"
-        );
-        let v: Value = serde_json::from_str(&line).unwrap();
-        if v["id"] == 2 {
-            break v;
-        }
-    };
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get-env", "arguments": {}}});
+    let env = drive(
+        &root,
+        &policy,
+        "everything",
+        &[
+            ("GITHUB_TOKEN", planted),
+            ("SECRET_KEY", "never-sent"),
+            ("PLAIN_NOTE", "visible-note"),
+        ],
+        &[call],
+    )
+    .remove(0);
     let text = env.to_string();
     assert_ne!(env["result"]["isError"], true, "{text}");
     assert!(
@@ -524,8 +495,6 @@ args = [{everything:?}]
         !text.contains("never-sent"),
         "SECRET_KEY never reached the server: {text}"
     );
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
 }
 
 /// Runs `warden mcp proxy` for `server` with `env`, sends the JSON-RPC `requests` (after

@@ -120,18 +120,13 @@ fn check_heredocs(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
         });
         if ends_early || ends_wrong {
             let at = start.start_position();
-            return Err(SplitError::Syntax {
-                what: format!(
+            return Err(syntax(
+                format!(
                     "a heredoc whose end bash reads differently (its delimiter `{word}` is `{delimiter}` to bash)"
                 ),
-                line: at.row + 1,
-                column: at.column + 1,
-                context: if context.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {context}")
-                },
-            });
+                at,
+                context,
+            ));
         }
     }
     Ok(())
@@ -413,18 +408,13 @@ fn split_word(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), SplitEr
             let at = child.start_position();
             let text = bytes.get(node.byte_range()).unwrap_or_default();
             let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
-            return Err(SplitError::Syntax {
-                what: format!(
+            return Err(syntax(
+                format!(
                     "a word the parser read across a blank ({snippet:?}), which bash reads as two"
                 ),
-                line: at.row + 1,
-                column: at.column + 1,
-                context: if context.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {context}")
-                },
-            });
+                at,
+                context,
+            ));
         }
         end = child.end_byte();
     }
@@ -453,16 +443,11 @@ fn joined_words(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), Split
                 .get(p.start_byte()..child.end_byte())
                 .unwrap_or_default();
             let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
-            return Err(SplitError::Syntax {
-                what: format!("words the parser split where bash reads one ({snippet:?})"),
-                line: at.row + 1,
-                column: at.column + 1,
-                context: if context.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {context}")
-                },
-            });
+            return Err(syntax(
+                format!("words the parser split where bash reads one ({snippet:?})"),
+                at,
+                context,
+            ));
         }
         previous = Some(child);
     }
@@ -480,16 +465,11 @@ fn closed_then_word(node: Node<'_>, context: &str) -> Result<(), SplitError> {
             closed = true;
         } else if closed && child.is_named() {
             let at = child.start_position();
-            return Err(SplitError::Syntax {
-                what: "a word after `>&-` or `<&-`, which bash reads as an argument of the command, not the redirect's target".into(),
-                line: at.row + 1,
-                column: at.column + 1,
-                context: if context.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {context}")
-                },
-            });
+            return Err(syntax(
+                "a word after `>&-` or `<&-`, which bash reads as an argument of the command, not the redirect's target".into(),
+                at,
+                context,
+            ));
         }
     }
     Ok(())
@@ -530,18 +510,11 @@ fn misread(node: Node<'_>, bytes: &[u8], context: &str) -> Result<(), SplitError
     }
     let at = node.start_position();
     let snippet: String = String::from_utf8_lossy(text).chars().take(24).collect();
-    Err(SplitError::Syntax {
-        what: format!(
-            "text the parser misread ({snippet:?} as {kind}), which bash reads otherwise"
-        ),
-        line: at.row + 1,
-        column: at.column + 1,
-        context: if context.is_empty() {
-            String::new()
-        } else {
-            format!(" in {context}")
-        },
-    })
+    Err(syntax(
+        format!("text the parser misread ({snippet:?} as {kind}), which bash reads otherwise"),
+        at,
+        context,
+    ))
 }
 
 /// Whether a byte ends a word for bash: a blank, a line end or an operator character.
@@ -664,5 +637,19 @@ fn describe_error(snippet: &str) -> String {
         "a syntax error".into()
     } else {
         format!("a syntax error near `{}`", trimmed.replace('\n', "⏎"))
+    }
+}
+
+/// The error for a reading bash would not share, at `at`, naming the payload it is in.
+fn syntax(what: String, at: tree_sitter::Point, context: &str) -> SplitError {
+    SplitError::Syntax {
+        what,
+        line: at.row + 1,
+        column: at.column + 1,
+        context: if context.is_empty() {
+            String::new()
+        } else {
+            format!(" in {context}")
+        },
     }
 }
