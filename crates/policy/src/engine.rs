@@ -804,10 +804,23 @@ impl PolicySnapshot {
                 _ => {}
             }
         }
+        // Only a word whose last component is a protected file's name can resolve to it: the
+        // rest are skipped before any path is built.
+        let named = |text: &str| {
+            let last = fold(
+                text.trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(text),
+            );
+            self.protected
+                .iter()
+                .any(|pr| fold(pr.path.rsplit('/').next().unwrap_or(&pr.path)) == last)
+        };
         for word in words {
             let operand = word.split_once('=').map_or(word, |(_, v)| v);
             for text in [word, operand] {
-                if text.is_empty() {
+                if text.is_empty() || !named(text) {
                     continue;
                 }
                 let json = serde_json::Value::String(text.to_owned());
