@@ -1,6 +1,6 @@
 //! Who a policy file speaks for, end to end: the command line gives each file its role
 //! (`--managed`, `--policy`, `--user`, `--untrusted`); a repository file can neither cancel
-//! nor outrank the managed file's deny through `warden check`, `warden explain` or the hook;
+//! nor outrank the managed file's deny through `warden check`, `explain`, `replay` or the hook;
 //! and the files Warden relies on (the policy files, the hook's journal) are protected from
 //! the agent.
 
@@ -61,6 +61,26 @@ fn a_repository_file_cannot_cancel_the_managed_deny_through_check_or_the_hook() 
             &[],
         );
         assert_eq!(decision(&out).0, "deny", "{args:?}");
+        // `warden explain` and `warden replay` load the files the same way.
+        let mut explain = vec!["explain", "--format", "json", "--tool", "bash", "--args"];
+        let call = json!({ "command": "rm -rf src" }).to_string();
+        explain.push(&call);
+        explain.extend(args.iter().copied());
+        let out = warden(&explain, dir.path());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert!(
+            v.to_string().contains("\"decision\":\"deny\""),
+            "{args:?}: {v}"
+        );
+        let calls = write(
+            dir.path(),
+            "calls.jsonl",
+            "{\"tool\":\"bash\",\"args\":{\"command\":\"rm -rf src\"}}\n",
+        );
+        let mut replay = vec!["replay", calls.as_str(), "--format", "json"];
+        replay.extend(args.iter().copied());
+        let out = warden(&replay, dir.path());
+        assert_eq!(lines(&out)[0]["decision"], "deny", "{args:?}");
     }
 }
 
