@@ -13,6 +13,10 @@ Each behaviour an attacker's server could show is chosen by an argument:
   oversized    answers tools/call with a 20 MiB text
   die          exits in the middle of a tools/call, without answering
   mute         never answers initialize
+  progress     reports three steps of progress on each tools/call that asks for it (a
+               progressToken in its _meta) before answering
+  hang         never answers a tools/call of `echo`; a notifications/cancelled for it writes
+               a file named `cancelled` holding the request id
 
 Every tools/call of `echo` answers its `text` argument; `delete_all` writes a file named
 `deleted` in the working directory (so a test can see whether a denied call reached it).
@@ -133,6 +137,23 @@ def answer(request):
         name = params.get("name")
         if "die" in MODES:
             os._exit(3)
+        if "hang" in MODES and name == "echo":
+            return
+        token = params.get("_meta", {}).get("progressToken")
+        if "progress" in MODES and token is not None:
+            for step in (1, 2, 3):
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {
+                            "progressToken": token,
+                            "progress": step,
+                            "total": 3,
+                            "message": f"step {step}",
+                        },
+                    }
+                )
         CALLS += 1
         if name == "delete_all":
             with open("deleted", "w", encoding="utf-8") as f:
@@ -151,6 +172,9 @@ def answer(request):
         )
         if "rug-pull" in MODES and CALLS == 1:
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif method == "notifications/cancelled":
+        with open("cancelled", "w", encoding="utf-8") as f:
+            f.write(str(request.get("params", {}).get("requestId")))
     elif rid is not None:
         send(
             {

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Drives an MCP server over stdio with the official Python SDK (`mcp` from PyPI) and prints
-what it saw as one JSON object: the tools listed, and the result of each call given.
+what it saw as one JSON object: the tools listed, the result of each call given, and every
+question the server asked through elicitation.
 
-    python_client.py CALLS_JSON -- COMMAND ARG...
+    python_client.py [--approve yes|no] CALLS_JSON -- COMMAND ARG...
 
-CALLS_JSON is a list of [tool, arguments] pairs. Used by Warden's tests to hold
+CALLS_JSON is a list of [tool, arguments] pairs. With --approve the client declares
+elicitation and answers every question with that (yes: accept with `approve: true`; no:
+decline); without it the client cannot be asked. Used by Warden's tests to hold
 `warden mcp proxy` to a real client other than Warden's own.
 """
 
@@ -12,18 +15,30 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 
 async def main():
-    calls = json.loads(sys.argv[1])
-    split = sys.argv.index("--")
-    command, args = sys.argv[split + 1], sys.argv[split + 2 :]
+    argv = sys.argv[1:]
+    approve = None
+    if argv[0] == "--approve":
+        approve, argv = argv[1], argv[2:]
+    calls = json.loads(argv[0])
+    split = argv.index("--")
+    command, args = argv[split + 1], argv[split + 2 :]
     params = StdioServerParameters(command=command, args=args)
-    out = {"tools": [], "calls": []}
+    out = {"tools": [], "calls": [], "questions": []}
+
+    async def answer(context, question):
+        out["questions"].append(question.message)
+        if approve == "yes":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="decline")
+
+    asking = {"elicitation_callback": answer} if approve is not None else {}
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, **asking) as session:
             await session.initialize()
             listed = await session.list_tools()
             out["tools"] = sorted(t.name for t in listed.tools)

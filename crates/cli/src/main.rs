@@ -13,6 +13,7 @@ mod error;
 mod evidence;
 mod exec;
 mod export;
+mod governed_run;
 mod hook;
 mod load;
 mod mcp_cmd;

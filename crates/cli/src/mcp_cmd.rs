@@ -6,19 +6,24 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
+use warden_evidence::payload::CloseDisposition;
 use warden_executor::Registry;
 use warden_mcp::admission::ConnectionLimiter;
-use warden_mcp::discovery::LIST_TIMEOUT;
+use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
 use warden_mcp::pins::{PinState, Pins};
-use warden_mcp::start::start;
-use warden_mcp::tool::hints_of;
+use warden_mcp::proxy::{Proxy, ProxyOptions};
+use warden_mcp::start::{Running, start};
+use warden_mcp::tool::{McpTool, hints_of};
+use warden_policy::mcp::McpServer;
 use warden_policy::{Call, PolicySnapshot};
 use warden_sandbox::SubprocessBackend;
 
 use crate::error::CliError;
+use crate::governed_run::{EvidenceRun, fresh_id, open_evidence};
 use crate::{OutputFormat, PolicyArgs};
 
 /// `warden mcp …`.
@@ -194,20 +199,66 @@ pub(crate) struct ProxyArgs {
     /// The pins file (default `.warden/mcp-pins.json` under the project root).
     #[arg(long, value_name = "PATH")]
     pins: Option<PathBuf>,
+    /// Govern every call: append hash-chained evidence to the SQLite store at PATH (created
+    /// if missing), one task boundary for the session, closed when the client disconnects.
+    #[arg(long, value_name = "PATH")]
+    evidence: Option<PathBuf>,
 }
 
 /// `warden mcp proxy`: serves MCP on stdio, every call through the executor.
 pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
     let first = a.policy.snapshot()?;
     let pins_path = pins_file(a.pins.as_ref(), &first);
-    // The pins file is protected from the governed agent like the policy files.
-    let snapshot = std::sync::Arc::new(crate::load::snapshot_protecting(
+    // The pins file and the evidence store are protected from the governed agent like the
+    // policy files.
+    let mut protected = vec![(pins_path.clone(), "the MCP pins file")];
+    protected.extend(crate::load::store_files(
+        a.evidence.as_deref(),
+        "the evidence store",
+    ));
+    let snapshot = Arc::new(crate::load::snapshot_protecting(
         &a.policy.files(),
         a.policy.project_root.as_deref(),
-        &[(pins_path.clone(), "the MCP pins file")],
+        &protected,
     )?);
+    let chosen = chosen_servers(&snapshot, &a.servers)?;
+    let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
+    let (backend, rt) = contained_runtime()?;
+    rt.block_on(async {
+        let evidence = match &a.evidence {
+            Some(path) => Some(open_evidence(path, &fresh_id("mcp-proxy"), &snapshot).await?),
+            None => None,
+        };
+        let mut registry = Registry::new();
+        let (tools, running, connections) =
+            start_all(&snapshot, &chosen, &backend, &mut registry, &mut pins).await;
+        pins.save().map_err(|e| CliError::Input(e.to_string()))?;
+        // The contract: own names with exactly one `--server`, `{server}__{tool}` otherwise.
+        let options = ProxyOptions {
+            single: a.servers.len() == 1,
+            governance: evidence.as_ref().map(|ev| ev.governance.clone()),
+        };
+        let proxy = Proxy::new(registry, Arc::clone(&snapshot), tools, options)
+            .map_err(CliError::Input)?
+            .watching(connections, pins);
+        let served = proxy.serve_stdio().await.map_err(CliError::Input);
+        drop(running);
+        if let Some(ev) = &evidence {
+            close_session(ev).await;
+        }
+        served?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The declared servers `--server` names (all of them without one); an unknown name is an
+/// error naming the declared ones.
+fn chosen_servers<'a>(
+    snapshot: &'a PolicySnapshot,
+    names: &[String],
+) -> Result<Vec<&'a McpServer>, CliError> {
     let mcp = snapshot.mcp();
-    for name in &a.servers {
+    for name in names {
         if !mcp.servers.iter().any(|s| &s.name == name) {
             return Err(CliError::Input(format!(
                 "--server {name}: no such server in [mcp.servers] (declared: {})",
@@ -219,83 +270,99 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
             )));
         }
     }
-    let chosen: Vec<_> = mcp
+    Ok(mcp
         .servers
         .iter()
-        .filter(|s| a.servers.is_empty() || a.servers.contains(&s.name))
-        .collect();
-    let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
-    let (backend, rt) = contained_runtime()?;
-    rt.block_on(async {
-        let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
-        let mut registry = Registry::new();
-        let mut started = Vec::new();
-        let mut tools = Vec::new();
-        for server in &chosen {
-            // A refused or broken server is reported; the others keep working.
-            let s = match start(
-                server,
-                &mcp.settings,
-                &backend,
-                &limiter,
-                std::env::vars(),
-                LIST_TIMEOUT,
-            )
-            .await
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("warden mcp proxy: {e}");
-                    continue;
-                }
-            };
-            match s
-                .connection
-                .discover(
-                    &mut registry,
-                    &mut pins,
-                    snapshot.guards(),
-                    mcp.settings.require_pin_approval,
-                )
-                .await
-            {
-                Ok(found) => {
-                    for d in found {
-                        match (d.tool, d.registered) {
-                            (Some(t), _) => tools.push((t, d.definition.raw)),
-                            (None, Err(why)) => {
-                                eprintln!("warden mcp proxy: {}: {why}", d.definition.qualified())
-                            }
-                            (None, Ok(())) => {}
-                        }
-                    }
-                    started.push(s.into_parts());
-                }
-                Err(e) => eprintln!("warden mcp proxy: {e}"),
-            }
-        }
-        pins.save().map_err(|e| CliError::Input(e.to_string()))?;
-        let executor = warden_executor::ActionExecutor::builder(registry)
-            .policy(std::sync::Arc::new(warden_executor::SnapshotPolicy::new(
-                std::sync::Arc::clone(&snapshot),
-            )))
-            .build()
-            .map_err(|e| CliError::Input(e.to_string()))?;
-        // The contract: own names with exactly one `--server`, `{server}__{tool}` otherwise.
-        let single = a.servers.len() == 1;
-        let (connections, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
-        let proxy = warden_mcp::proxy::Proxy::new(
-            std::sync::Arc::new(executor),
-            std::sync::Arc::clone(&snapshot),
-            tools,
-            single,
+        .filter(|s| names.is_empty() || names.contains(&s.name))
+        .collect())
+}
+
+/// Starts and lists every chosen server, registering their tools. A refused or broken server
+/// is reported on stderr; the others keep working.
+async fn start_all(
+    snapshot: &PolicySnapshot,
+    chosen: &[&McpServer],
+    backend: &SubprocessBackend,
+    registry: &mut Registry,
+    pins: &mut Pins,
+) -> (
+    Vec<(Arc<McpTool>, Value)>,
+    Vec<Running>,
+    Vec<ServerConnection>,
+) {
+    let mcp = snapshot.mcp();
+    let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
+    let (mut tools, mut running, mut connections) = (Vec::new(), Vec::new(), Vec::new());
+    for server in chosen {
+        let started = start(
+            server,
+            &mcp.settings,
+            backend,
+            &limiter,
+            std::env::vars(),
+            LIST_TIMEOUT,
         )
-        .map_err(CliError::Input)?
-        .watching(connections, pins);
-        proxy.serve_stdio().await.map_err(CliError::Input)?;
-        drop(running);
-        Ok(ExitCode::SUCCESS)
-    })
+        .await;
+        let s = match started {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warden mcp proxy: {e}");
+                continue;
+            }
+        };
+        let found = s
+            .connection
+            .discover(
+                registry,
+                pins,
+                snapshot.guards(),
+                mcp.settings.require_pin_approval,
+            )
+            .await;
+        match found {
+            Ok(found) => {
+                for d in found {
+                    match (d.tool, d.registered) {
+                        (Some(t), _) => tools.push((t, d.definition.raw)),
+                        (None, Err(why)) => {
+                            eprintln!("warden mcp proxy: {}: {why}", d.definition.qualified())
+                        }
+                        (None, Ok(())) => {}
+                    }
+                }
+                let (connection, run) = s.into_parts();
+                connections.push(connection);
+                running.push(run);
+            }
+            Err(e) => eprintln!("warden mcp proxy: {e}"),
+        }
+    }
+    (tools, running, connections)
+}
+
+/// Closes the session's task boundary and says where its evidence is (on stderr: stdout is
+/// the client's). A boundary that cannot be closed (an operation still open) is recovered by
+/// the next run.
+async fn close_session(ev: &EvidenceRun) {
+    match ev
+        .governance
+        .recorder()
+        .close(CloseDisposition::Completed)
+        .await
+    {
+        Ok(r) => eprintln!(
+            "warden mcp proxy: evidence chain {} in {} closed at sequence {} head {}",
+            ev.chain,
+            ev.path.display(),
+            r.sequence,
+            r.chain_hash
+        ),
+        Err(e) => eprintln!(
+            "warden mcp proxy: evidence chain {} in {} not closed: {e} (the next run recovers it)",
+            ev.chain,
+            ev.path.display()
+        ),
+    }
 }
 
 #[derive(Debug, Args)]

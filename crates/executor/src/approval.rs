@@ -21,6 +21,7 @@ use warden_contracts::{
 };
 
 use crate::admission::Clock;
+use crate::cancel::CancelToken;
 use crate::error::ApprovalError;
 use crate::executor::{ActionExecutor, ExecuteOptions, arguments_digest};
 
@@ -136,6 +137,20 @@ impl ReviewLoop {
         context: &ExecutionContext,
         outcome: &ExecutionOutcome,
     ) -> Result<ExecutionOutcome, ApprovalError> {
+        self.resolve_cancellable(executor, request, context, outcome, None)
+            .await
+    }
+
+    /// [`Self::resolve`], with each new attempt cancelled by `cancel` (the caller's
+    /// cancellation reaches the approved call too).
+    pub async fn resolve_cancellable(
+        &self,
+        executor: &ActionExecutor,
+        request: &ExecutionRequest,
+        context: &ExecutionContext,
+        outcome: &ExecutionOutcome,
+        cancel: Option<&CancelToken>,
+    ) -> Result<ExecutionOutcome, ApprovalError> {
         let ExecutionOutcome::Escalated { approval, .. } = outcome else {
             return Err(ApprovalError::NotEscalated {
                 status: outcome.status(),
@@ -187,6 +202,7 @@ impl ReviewLoop {
                     let retry = self.new_attempt(request, &arguments)?;
                     let mut options = ExecuteOptions::new();
                     options.approvals = receipts.clone();
+                    options.cancel = cancel.cloned();
                     current = executor.execute_with(retry, context, options).await;
                     match &current {
                         ExecutionOutcome::Escalated { approval: next, .. } => {

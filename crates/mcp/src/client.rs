@@ -1,24 +1,29 @@
 //! The MCP client, private to this crate: one connection to an admitted server over a reader
 //! and a writer (a contained server's pipes), with `initialize` bounded in time, `tools/list`
-//! read page by page (bounded), calls, and a flag a server raises with
+//! read page by page (bounded), calls (a call's progress relayed to whoever waits on it, and a
+//! call abandoned by its caller cancelled on the server), and a flag a server raises with
 //! `notifications/tools/list_changed`.
 //!
 //! Nothing here is public: a tool call reaches a server only through [`crate::tool::McpTool`],
 //! which only the executor invokes.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, JsonObject, PaginatedRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientConfig, ClientRequest, JsonObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, RequestId, ServerResult,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::pins::ToolDefinition;
+use crate::relay::{self, Progress};
 
 /// The most `tools/list` pages read from one server (a server that never stops paging is an
 /// error, not a hang).
@@ -118,10 +123,16 @@ pub(crate) enum CallError {
     Ambiguous(String),
 }
 
-/// Watches a server's notifications: `tools/list_changed` raises a flag.
+/// Where the progress of calls in flight goes, by the progress token of their request.
+type ProgressRoutes =
+    Arc<Mutex<HashMap<ProgressToken, tokio::sync::mpsc::UnboundedSender<Progress>>>>;
+
+/// Watches a server's notifications: `tools/list_changed` raises a flag; a call's
+/// `notifications/progress` goes to whoever waits on that call.
 #[derive(Debug, Clone, Default)]
 struct Watcher {
     tools_changed: Arc<AtomicBool>,
+    progress: ProgressRoutes,
 }
 
 impl ClientHandler for Watcher {
@@ -130,6 +141,23 @@ impl ClientHandler for Watcher {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         self.tools_changed.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        // Progress for a request nobody waits on (or with a made-up token) goes nowhere.
+        if let Some(to) = routes.get(&params.progress_token) {
+            let _ = to.send(Progress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
         std::future::ready(())
     }
 
@@ -146,6 +174,7 @@ pub(crate) struct Connection {
     server: String,
     service: RunningService<RoleClient, Watcher>,
     tools_changed: Arc<AtomicBool>,
+    progress: ProgressRoutes,
 }
 
 impl std::fmt::Debug for Connection {
@@ -171,6 +200,7 @@ impl Connection {
     {
         let watcher = Watcher::default();
         let tools_changed = Arc::clone(&watcher.tools_changed);
+        let progress = Arc::clone(&watcher.progress);
         let reader = LineCap {
             inner: reader,
             line: 0,
@@ -195,6 +225,7 @@ impl Connection {
             server: server.to_owned(),
             service,
             tools_changed,
+            progress,
         })
     }
 
@@ -253,6 +284,9 @@ impl Connection {
     }
 
     /// Calls `tool` (its name on the server) with `arguments`, waiting at most `timeout`.
+    /// The server's progress on it goes to the relay of the caller's task, if it has one
+    /// ([`relay::scope`]); a call dropped before its answer (its caller cancelled) is
+    /// cancelled on the server with `notifications/cancelled`.
     pub(crate) async fn call(
         &self,
         tool: &str,
@@ -270,13 +304,42 @@ impl Connection {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        match tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let peer = self.service.peer();
+        let handle = match peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            // Nothing was sent: the call did not reach the server.
+            Err(e) => {
+                return Err(CallError::Refused(format!(
+                    "MCP server `{}`: the call could not be sent ({e})",
+                    self.server
+                )));
+            }
+        };
+        let _route =
+            relay::progress().map(|to| Route::new(&self.progress, &handle.progress_token, to));
+        let mut abandoned = Abandoned {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+        };
+        let answer = tokio::time::timeout(timeout, handle.await_response()).await;
+        if answer.is_ok() {
+            abandoned.peer = None;
+        }
+        match answer {
             Err(_) => Err(CallError::Ambiguous(format!(
                 "MCP server `{}` did not answer within {} s",
                 self.server,
                 timeout.as_secs()
             ))),
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(CallError::Ambiguous(format!(
+                "MCP server `{}` answered the call with something other than a tool result",
+                self.server
+            ))),
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Refused(format!(
                 "MCP server `{}` answered with an error: {}",
                 self.server, e.message
@@ -286,5 +349,62 @@ impl Connection {
                 self.server
             ))),
         }
+    }
+}
+
+/// A call's progress route, removed when the call ends.
+struct Route<'a> {
+    routes: &'a ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl<'a> Route<'a> {
+    fn new(
+        routes: &'a ProgressRoutes,
+        token: &ProgressToken,
+        to: tokio::sync::mpsc::UnboundedSender<Progress>,
+    ) -> Self {
+        routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), to);
+        Self {
+            routes,
+            token: token.clone(),
+        }
+    }
+}
+
+impl Drop for Route<'_> {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// A request still waiting for its answer when dropped (its caller was cancelled, or gave up
+/// waiting) tells the server with `notifications/cancelled`.
+struct Abandoned {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let params = CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the caller of this call cancelled it".into()),
+        );
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(params).await;
+        });
     }
 }

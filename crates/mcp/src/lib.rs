@@ -31,8 +31,10 @@
 pub mod admission;
 mod client;
 pub mod discovery;
+mod elicit;
 pub mod pins;
 pub mod proxy;
+mod relay;
 pub mod start;
 pub mod tool;
 

@@ -1,39 +1,57 @@
 //! The policy-enforcing proxy: an MCP server (over stdio) that offers the admitted servers'
-//! tools and runs every `tools/call` through the executor.
+//! tools and runs every `tools/call` through the executor it composes from the policy.
 //!
 //! - `tools/list` offers only tools that are registered, pinned (not quarantined) and not
 //!   removed by a bare deny rule. With one upstream server its tools keep their own names (a
 //!   drop-in replacement in a client's configuration); with several they are
 //!   `{server}__{tool}`. Policy rules always name `{server}__{tool}`.
-//! - `tools/call`: deny → an `isError` result naming the rule, nothing forwarded; ask → an
-//!   `isError` result saying approval is required (this version does not elicit); allow → the
-//!   upstream result, secrets redacted when the policy sets `redact_results`.
+//! - `tools/call`: deny → an `isError` result naming the rule, nothing forwarded; ask → the
+//!   client's user is asked through elicitation when the client can be asked and the policy
+//!   declares no `[approvers]` (a "yes" runs exactly that call once), otherwise an `isError`
+//!   result saying approval is required; allow → the upstream result.
+//! - The policy's `[guards]` check every call's arguments (a blocked one never reaches its
+//!   server) and result; `redact_results = true` redacts secrets in results even when
+//!   `[guards]` does not ask for it.
+//! - Progress the server reports on a call reaches the client under the client's progress
+//!   token; a call the client cancels is cancelled in the executor (recorded as such when
+//!   governed) and on the server.
+//! - Governed ([`ProxyOptions::governance`]), every call is one operation on the task
+//!   boundary's chain: decided, invoked and ended, with hash-chained evidence.
 //! - Upstream servers are never sent the client's roots (Warden's client declares none), so
 //!   a server that would replace its own allow-list with the client's roots keeps its own.
 //! - A malformed message from the client is answered with a protocol error by the SDK; the
 //!   proxy keeps serving.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 use warden_contracts::{
     ActionRef, BackendRef, ContextId, ExecutionContext, ExecutionOutcome, ExecutionRequest,
-    ExecutionScopeRef, Executor as _, PrincipalId, PrincipalKind, PrincipalRef, RequestId, ScopeId,
+    ExecutionScopeRef, PrincipalId, PrincipalKind, PrincipalRef, RequestId, ScopeId,
 };
-use warden_executor::{ActionExecutor, Tool};
-use warden_policy::{GuardOutcome, GuardSet, PolicySnapshot};
+use warden_executor::{
+    ActionExecutor, ApprovalError, CancelToken, ContentGuard, ExecuteOptions, Governance, Handlers,
+    Registry, ReviewLoop, Scope, SnapshotPolicy, Tool,
+};
+use warden_policy::{GuardSet, Guards, PolicySnapshot, SecretAction};
 
 use crate::discovery::ServerConnection;
+use crate::elicit::ClientApproval;
 use crate::pins::{PinState, Pins};
+use crate::relay;
 use crate::tool::McpTool;
+
+/// How long the client's user has to answer a question about an escalated call; no answer
+/// refuses it.
+pub const QUESTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// One tool the proxy may offer.
 #[derive(Debug, Clone)]
@@ -46,17 +64,29 @@ pub struct Offered {
     pub definition: Value,
 }
 
+/// How the proxy is composed.
+#[derive(Debug, Default)]
+pub struct ProxyOptions {
+    /// There is exactly one upstream server: its tools keep their own names.
+    pub single: bool,
+    /// Govern every call: one operation per call on this task boundary's chain.
+    pub governance: Option<Governance>,
+}
+
 /// The proxy's state.
 #[derive(Debug)]
 pub struct Proxy {
     executor: Arc<ActionExecutor>,
     policy: Arc<PolicySnapshot>,
     offered: Vec<Offered>,
-    redact: Option<GuardSet>,
     calls: AtomicU64,
     scope: ExecutionScopeRef,
     context: ExecutionContext,
     watch: Option<Watch>,
+    asker: Arc<ClientApproval>,
+    review: ReviewLoop,
+    /// Set when the client's user refused often enough that the denial bound stopped asking.
+    stopped_asking: AtomicBool,
 }
 
 /// What the proxy re-lists when a server says its tools changed.
@@ -67,24 +97,22 @@ struct Watch {
 }
 
 impl Proxy {
-    /// A proxy over `executor` (whose registry holds `tools`), deciding with `policy`.
-    /// `single` says there is exactly one upstream server (its tools keep their own names).
+    /// A proxy over the tools in `registry` (`tools`: the ones it may offer, each with its
+    /// definition as the server sent it), deciding with `policy`. The executor is composed
+    /// here, from the policy: every table the proxy honours is installed, none is left to the
+    /// caller.
     pub fn new(
-        executor: Arc<ActionExecutor>,
+        registry: Registry,
         policy: Arc<PolicySnapshot>,
         tools: Vec<(Arc<McpTool>, Value)>,
-        single: bool,
+        options: ProxyOptions,
     ) -> Result<Self, String> {
-        let redact = policy
-            .mcp()
-            .settings
-            .redact_results
-            .then(|| policy.guards().clone());
+        let executor = Arc::new(compose(registry, &policy, options.governance)?);
         let offered = tools
             .into_iter()
             .map(|(tool, definition)| {
                 let qualified = tool.descriptor().name().to_owned();
-                let client_name = if single {
+                let client_name = if options.single {
                     definition["name"].as_str().unwrap_or(&qualified).to_owned()
                 } else {
                     qualified
@@ -97,15 +125,19 @@ impl Proxy {
             })
             .collect();
         let (scope, context) = context()?;
+        let asker = Arc::new(ClientApproval::new());
+        let review = ReviewLoop::new(Arc::clone(&asker) as _).with_timeout(QUESTION_TIMEOUT);
         Ok(Self {
             executor,
             policy,
             offered,
-            redact,
             calls: AtomicU64::new(0),
             scope,
             context,
             watch: None,
+            asker,
+            review,
+            stopped_asking: AtomicBool::new(false),
         })
     }
 
@@ -199,46 +231,171 @@ impl Proxy {
         Ok(())
     }
 
-    async fn call(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>) -> Value {
+    /// One `tools/call`: through the executor (cancelled when the client cancels it, its
+    /// server's progress relayed), an escalation asked of the client's user when it can be.
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        client: &RequestContext<RoleServer>,
+    ) -> Value {
         self.recheck().await;
         // Every registered tool is decided by the executor, offered or not: a bare-denied
         // one is denied naming its rule, a quarantined one refused by its guard.
         let Some(offered) = self.offered.iter().find(|o| o.client_name == name) else {
             return error_result(&format!("no tool `{name}` is offered by this proxy"));
         };
-        // The policy's guards see the arguments first: a blocked one never reaches the
-        // executor; a redacted one is what gets decided and sent.
-        let arguments = match arguments {
-            Some(map) => match self.policy.guards().check_json(&Value::Object(map.clone())) {
-                GuardOutcome::Pass => Some(map),
-                GuardOutcome::Redacted { text, .. } => text.as_object().cloned(),
-                GuardOutcome::Blocked { reason, .. } => {
-                    return error_result(&format!(
-                        "the arguments were blocked by the policy's guards: {reason}"
-                    ));
-                }
-            },
-            None => None,
-        };
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let outcome = match request(offered.tool.descriptor().name(), arguments, n, &self.scope) {
-            Ok(req) => self.executor.execute(req, &self.context).await,
+        let request = match request(offered.tool.descriptor().name(), arguments, n, &self.scope) {
+            Ok(req) => req,
             Err(e) => return error_result(&e),
         };
+        let cancel = CancelToken::new();
+        let cancelled = client.ct.clone();
+        let on_cancel = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                cancelled.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let (progress, forwarded) = forward_progress(client);
+        let outcome = relay::scope(progress.clone(), async {
+            let outcome = self
+                .executor
+                .execute_with(
+                    request.clone(),
+                    &self.context,
+                    ExecuteOptions::new().cancel(cancel.clone()),
+                )
+                .await;
+            self.answer_escalation(&request, outcome, client, &cancel)
+                .await
+        })
+        .await;
+        on_cancel.abort();
+        drop(progress);
+        if let Some(forwarded) = forwarded {
+            // Progress sent before the answer reaches the client before it.
+            let _ = forwarded.await;
+        }
         match outcome {
-            ExecutionOutcome::Succeeded { result, .. } => match &self.redact {
-                Some(guards) => match guards.check_json(&result) {
-                    GuardOutcome::Pass => result,
-                    GuardOutcome::Redacted { text, .. } => text,
-                    GuardOutcome::Blocked { reason, .. } => error_result(&format!(
-                        "the result was blocked by the policy's guards: {reason}"
-                    )),
-                },
-                None => result,
-            },
+            ExecutionOutcome::Succeeded { result, .. } => result,
             other => error_result(&outcome_text(&other)),
         }
     }
+
+    /// An escalated call is asked of the client's user, when the client can be asked and the
+    /// policy accepts the local operator's approval; anything else stays as it is.
+    async fn answer_escalation(
+        &self,
+        request: &ExecutionRequest,
+        outcome: ExecutionOutcome,
+        client: &RequestContext<RoleServer>,
+        cancel: &CancelToken,
+    ) -> ExecutionOutcome {
+        if !matches!(outcome, ExecutionOutcome::Escalated { .. }) || !self.can_ask(&client.peer) {
+            return outcome;
+        }
+        self.asker.connect(&client.peer);
+        match self
+            .review
+            .resolve_cancellable(
+                &self.executor,
+                request,
+                &self.context,
+                &outcome,
+                Some(cancel),
+            )
+            .await
+        {
+            Ok(answered) => answered,
+            Err(ApprovalError::DenialBound { .. }) => {
+                self.stopped_asking.store(true, Ordering::Relaxed);
+                outcome
+            }
+            Err(e) => {
+                tracing::warn!("approval: {e}");
+                outcome
+            }
+        }
+    }
+
+    /// Whether an escalation may be asked of the client: it declared elicitation, the policy
+    /// declares no `[approvers]` (whose signed receipts alone would count), and its user has
+    /// not refused often enough to stop the asking.
+    fn can_ask(&self, peer: &Peer<RoleServer>) -> bool {
+        !self.stopped_asking.load(Ordering::Relaxed)
+            && self.policy.approvers().is_empty()
+            && peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some())
+    }
+}
+
+/// The executor for the proxy: the policy's decisions, its `[guards]` on arguments, and its
+/// `[guards]` (with secrets redacted under `redact_results`) on results; governed when asked.
+fn compose(
+    registry: Registry,
+    policy: &Arc<PolicySnapshot>,
+    governance: Option<Governance>,
+) -> Result<ActionExecutor, String> {
+    let handlers = Handlers::new()
+        .transform(Scope::All, Arc::new(ContentGuard::of(policy)))
+        .post(
+            Scope::All,
+            Arc::new(ContentGuard::new(result_guards(policy)?)),
+        );
+    let mut builder = ActionExecutor::builder(registry)
+        .policy(Arc::new(SnapshotPolicy::new(Arc::clone(policy))))
+        .handlers(handlers);
+    if let Some(governance) = governance {
+        builder = builder.governance(governance);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// The guards results pass: the policy's, and with `redact_results` secrets redacted at
+/// least (a policy that blocks secrets keeps blocking them).
+fn result_guards(policy: &PolicySnapshot) -> Result<GuardSet, String> {
+    let guards = policy.guards();
+    if !policy.mcp().settings.redact_results {
+        return Ok(guards.clone());
+    }
+    let redact = GuardSet::new(Guards {
+        secrets: SecretAction::Redact,
+        ..Guards::default()
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(guards.strictest(&redact))
+}
+
+/// Where a call's upstream progress goes: to the client under its own token, when it sent
+/// one; otherwise nowhere. The task ends when the sender is dropped.
+fn forward_progress(
+    client: &RequestContext<RoleServer>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<relay::Progress>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let (to, mut from) = tokio::sync::mpsc::unbounded_channel::<relay::Progress>();
+    let Some(token) = client.meta.get_progress_token() else {
+        return (to, None);
+    };
+    let peer = client.peer.clone();
+    let task = tokio::spawn(async move {
+        while let Some(p) = from.recv().await {
+            let _ = peer.notify_progress(progress_param(&token, p)).await;
+        }
+    });
+    (to, Some(task))
+}
+
+fn progress_param(token: &ProgressToken, p: relay::Progress) -> ProgressNotificationParam {
+    let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+    param.total = p.total;
+    param.message = p.message;
+    param
 }
 
 fn error_result(text: &str) -> Value {
@@ -260,14 +417,15 @@ fn outcome_text(outcome: &ExecutionOutcome) -> String {
                 .unwrap_or("the policy refused the call")
         ),
         ("escalated" | "deferred", Some(r)) => format!(
-            "approval required by Warden ({}); this client cannot be asked, so the call did not run",
+            "approval required by Warden ({}); the call did not run: this client cannot be asked, the policy accepts only its [approvers]' signed receipts, or its user refused too often",
             r["message"].as_str().unwrap_or("the policy asks")
         ),
         _ => {
             let detail = v
                 .get("error")
+                .or_else(|| v.get("failure").and_then(|f| f.get("message")))
                 .or_else(|| v.get("message"))
-                .map(|e| e.to_string())
+                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
                 .unwrap_or_default();
             format!("the call ended {status}: {detail}")
         }
@@ -341,9 +499,9 @@ impl ServerHandler for Proxy {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let result = self.call(&request.name, request.arguments).await;
+        let result = self.call(&request.name, request.arguments, &context).await;
         let result: CallToolResult = serde_json::from_value(result)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(result.into())

@@ -673,26 +673,34 @@ mod proxy {
 
     use std::sync::Arc;
 
-    use rmcp::ServiceExt;
-    use rmcp::model::CallToolRequestParams;
+    use std::sync::Mutex;
+
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ClientConfig, ClientRequest, ElicitRequestParams,
+        ElicitResult, ElicitationAction, ElicitationCapability, ErrorData,
+        ProgressNotificationParam, ServerResult,
+    };
+    use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext};
+    use rmcp::{RoleClient, ServiceExt};
     use serde_json::json;
-    use warden_executor::{ActionExecutor, Registry, SnapshotPolicy};
+    use warden_executor::Registry;
     use warden_mcp::discovery::LIST_TIMEOUT;
     use warden_mcp::pins::Pins;
-    use warden_mcp::proxy::Proxy;
+    use warden_mcp::proxy::{Proxy, ProxyOptions};
     use warden_policy::{Format, LoadedPolicy, PathEnv, PolicySnapshot};
 
     const POLICY: &str = "default = \"ask\"\nallow = [\"hostile__echo\"]\ndeny = [\"hostile__delete_all\", \"hostile__notes\"]\n[guards]\nsecrets = \"redact\"\n[mcp]\nredact_results = true\n";
 
     /// The hostile fixture started with `modes` in `dir`, its tools discovered under the policy
     /// `text` (pins in `dir/pins.json`, saved), behind a watching proxy served over in-memory
-    /// pipes: rmcp's client connected to it, and the fixture's process.
-    async fn behind_proxy(
+    /// pipes: rmcp's client (with `handler`) connected to it, and the fixture's process.
+    async fn behind_proxy<H: rmcp::ClientHandler>(
         modes: &[&str],
         dir: &std::path::Path,
         text: &str,
+        handler: H,
     ) -> (
-        rmcp::service::RunningService<rmcp::RoleClient, ()>,
+        rmcp::service::RunningService<rmcp::RoleClient, H>,
         tokio::process::Child,
     ) {
         let (c, child) = super::hostile::start(modes, dir, false, LIST_TIMEOUT).await;
@@ -714,24 +722,85 @@ mod proxy {
             .into_iter()
             .filter_map(|d| d.tool.map(|t| (t, d.definition.raw)))
             .collect();
-        let executor = ActionExecutor::builder(registry)
-            .policy(Arc::new(SnapshotPolicy::new(Arc::clone(&snapshot))))
-            .build()
-            .unwrap();
-        let proxy = Proxy::new(Arc::new(executor), snapshot, tools, true)
+        let options = ProxyOptions {
+            single: true,
+            governance: None,
+        };
+        let proxy = Proxy::new(registry, snapshot, tools, options)
             .unwrap()
             .watching(vec![c], pins);
         let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
         let (proxy_read, proxy_write) = tokio::io::split(proxy_end);
         tokio::spawn(proxy.serve_over(proxy_read, proxy_write));
         let (client_read, client_write) = tokio::io::split(client_end);
-        (().serve((client_read, client_write)).await.unwrap(), child)
+        (
+            handler.serve((client_read, client_write)).await.unwrap(),
+            child,
+        )
+    }
+
+    /// A client whose user answers every question with `approve` (and is heard: the questions
+    /// are kept), and that keeps the progress it is sent.
+    #[derive(Clone, Default)]
+    struct Person {
+        approve: Option<bool>,
+        questions: Arc<Mutex<Vec<String>>>,
+        progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    }
+
+    impl rmcp::ClientHandler for Person {
+        fn get_info(&self) -> ClientConfig {
+            let mut config = ClientConfig::default();
+            if self.approve.is_some() {
+                config.capabilities.elicitation = Some(ElicitationCapability::default());
+            }
+            config
+        }
+
+        async fn create_elicitation(
+            &self,
+            request: ElicitRequestParams,
+            _context: RequestContext<RoleClient>,
+        ) -> Result<ElicitResult, ErrorData> {
+            if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+                self.questions.lock().unwrap().push(message);
+            }
+            Ok(match self.approve {
+                Some(true) => ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(json!({"approve": true})),
+                _ => ElicitResult::new(ElicitationAction::Decline),
+            })
+        }
+
+        async fn on_progress(
+            &self,
+            params: ProgressNotificationParam,
+            _context: NotificationContext<RoleClient>,
+        ) {
+            self.progress.lock().unwrap().push(params);
+        }
+    }
+
+    fn rename() -> CallToolRequestParams {
+        let mut params = CallToolRequestParams::new("rename_file");
+        params.arguments = json!({"from": "a", "to": "b"}).as_object().cloned();
+        params
+    }
+
+    fn echo(text: &str) -> CallToolRequestParams {
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = json!({ "text": text }).as_object().cloned();
+        params
+    }
+
+    fn text_of(result: &rmcp::model::CallToolResult) -> String {
+        serde_json::to_value(result).unwrap().to_string()
     }
 
     #[tokio::test]
     async fn the_proxy_offers_what_the_policy_allows_and_decides_every_call() {
         let dir = tempfile::tempdir().unwrap();
-        let (client, _fixture) = behind_proxy(&["poison"], dir.path(), POLICY).await;
+        let (client, _fixture) = behind_proxy(&["poison"], dir.path(), POLICY, ()).await;
         // Offered under their own names: not the bare-denied ones.
         let mut names: Vec<String> = client
             .list_all_tools()
@@ -771,7 +840,7 @@ mod proxy {
     async fn a_rug_pull_behind_the_proxy_is_quarantined_before_the_next_answer() {
         let dir = tempfile::tempdir().unwrap();
         let text = "default = \"ask\"\nallow = [\"hostile__echo\", \"hostile__rename_file\"]\n";
-        let (client, _fixture) = behind_proxy(&["rug-pull"], dir.path(), text).await;
+        let (client, _fixture) = behind_proxy(&["rug-pull"], dir.path(), text, ()).await;
         let pins_path = dir.path().join("pins.json");
         let mut echo = CallToolRequestParams::new("echo");
         echo.arguments = json!({"text": "hi"}).as_object().cloned();
@@ -801,6 +870,145 @@ mod proxy {
         // The pin on file still holds the definition first seen.
         let on_file = Pins::load(&pins_path).unwrap();
         assert!(on_file.get("hostile__rename_file").is_some());
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_ask_is_put_to_the_clients_user_and_a_yes_runs_exactly_that_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let person = Person {
+            approve: Some(true),
+            ..Person::default()
+        };
+        let (client, _fixture) = behind_proxy(&[], dir.path(), POLICY, person.clone()).await;
+        let answered = client.call_tool(rename()).await.unwrap();
+        assert_ne!(answered.is_error, Some(true), "{}", text_of(&answered));
+        let questions = person.questions.lock().unwrap().clone();
+        assert_eq!(questions.len(), 1, "{questions:?}");
+        assert!(
+            questions[0].contains("hostile__rename_file")
+                && questions[0].contains("\"from\":\"a\""),
+            "the question names the call and its arguments: {}",
+            questions[0]
+        );
+        // A denied call is never asked about.
+        let denied = client
+            .call_tool(CallToolRequestParams::new("delete_all"))
+            .await
+            .unwrap();
+        assert_eq!(denied.is_error, Some(true));
+        assert_eq!(person.questions.lock().unwrap().len(), 1);
+        assert!(!dir.path().join("deleted").exists());
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_ask_the_user_declines_does_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let person = Person {
+            approve: Some(false),
+            ..Person::default()
+        };
+        let (client, _fixture) = behind_proxy(&[], dir.path(), POLICY, person.clone()).await;
+        let refused = client.call_tool(rename()).await.unwrap();
+        assert_eq!(refused.is_error, Some(true));
+        assert!(
+            text_of(&refused).contains("declined"),
+            "{}",
+            text_of(&refused)
+        );
+        assert_eq!(person.questions.lock().unwrap().len(), 1);
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_user_is_not_asked_when_only_the_policys_approvers_may_approve() {
+        let dir = tempfile::tempdir().unwrap();
+        let person = Person {
+            approve: Some(true),
+            ..Person::default()
+        };
+        let key = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+        let text = format!("{POLICY}[approvers.security]\nkeys = [\"{key}\"]\n");
+        let (client, _fixture) = behind_proxy(&[], dir.path(), &text, person.clone()).await;
+        let asked = client.call_tool(rename()).await.unwrap();
+        assert_eq!(asked.is_error, Some(true));
+        assert!(
+            text_of(&asked).contains("approval required"),
+            "{}",
+            text_of(&asked)
+        );
+        assert!(person.questions.lock().unwrap().is_empty());
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_servers_progress_reaches_the_client_under_the_clients_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let person = Person::default();
+        let (client, _fixture) =
+            behind_proxy(&["progress"], dir.path(), POLICY, person.clone()).await;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(echo("hi")));
+        let handle = client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        let token = handle.progress_token.clone();
+        let answer = handle.await_response().await.unwrap();
+        assert!(
+            matches!(answer, ServerResult::CallToolResult(_)),
+            "{answer:?}"
+        );
+        // Progress sent before the answer arrives before it.
+        let progress = person.progress.lock().unwrap().clone();
+        let steps: Vec<(f64, Option<String>)> = progress
+            .iter()
+            .map(|p| (p.progress, p.message.clone()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (1.0, Some("step 1".into())),
+                (2.0, Some("step 2".into())),
+                (3.0, Some("step 3".into()))
+            ]
+        );
+        assert!(
+            progress
+                .iter()
+                .all(|p| p.progress_token == token && p.total == Some(3.0))
+        );
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_call_the_client_cancels_is_cancelled_on_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, _fixture) = behind_proxy(&["hang"], dir.path(), POLICY, ()).await;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(echo("wait")));
+        let handle = client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        // The call reaches the server (which never answers it), then the client gives up.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        handle
+            .cancel(Some("the user pressed stop".into()))
+            .await
+            .unwrap();
+        let cancelled = dir.path().join("cancelled");
+        for _ in 0..100 {
+            if cancelled.exists() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(cancelled.exists(), "the server was told to cancel its call");
+        // The proxy still serves.
+        let names = client.list_all_tools().await.unwrap();
+        assert!(!names.is_empty());
         client.cancel().await.unwrap();
     }
 }
