@@ -1,7 +1,9 @@
-//! `warden mcp tools`: every server the policy's `[mcp]` table declares, its admission result,
-//! and, for each admitted one (started contained, then asked for its tools), each tool with its
-//! hints (and whether they are believed), its pin state and the policy's verdict for a call of
-//! it. A refused server is reported with its reason; the others are still listed.
+//! `warden mcp …`: `tools` reports every server the policy's `[mcp]` table declares, its
+//! admission result, and, for each admitted one (started contained, then asked for its
+//! tools), each tool with its hints (and whether they are believed), its pin state and the
+//! policy's verdict for a call of it (a refused server is reported with its reason; the others
+//! are still listed); `pin` approves definitions; `proxy` serves MCP on stdio in front of the
+//! servers, governed with `--evidence` (docs/mcp.md).
 
 use std::io::Write;
 use std::path::PathBuf;

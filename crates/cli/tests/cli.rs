@@ -36,6 +36,8 @@ mod hook;
 mod killed_exec;
 #[path = "support/mcp.rs"]
 mod mcp;
+#[path = "support/mcp_governed.rs"]
+mod mcp_governed;
 #[path = "support/oracle.rs"]
 mod oracle;
 #[path = "support/replay.rs"]
