@@ -18,7 +18,7 @@ use warden_mcp::admission::ConnectionLimiter;
 use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
 use warden_mcp::pins::{PinState, Pins};
 use warden_mcp::proxy::{Proxy, ProxyOptions};
-use warden_mcp::start::{Running, start};
+use warden_mcp::start::{Running, StartError, start};
 use warden_mcp::tool::{McpTool, hints_of};
 use warden_policy::mcp::McpServer;
 use warden_policy::{Call, PolicySnapshot};
@@ -110,7 +110,11 @@ async fn report(
         let started = match started {
             Ok(s) => s,
             Err(e) => {
-                out.push(json!({"server": server.name, "admitted": false, "error": e.to_string()}));
+                // Refused by admission, or admitted and then not started or not connected.
+                let admitted = !matches!(e, StartError::Refused(_));
+                out.push(
+                    json!({"server": server.name, "admitted": admitted, "error": e.to_string()}),
+                );
                 continue;
             }
         };
@@ -163,7 +167,12 @@ fn pin_text(state: &PinState) -> String {
 fn write_text(s: &Value, out: &mut impl Write) -> Result<(), CliError> {
     let name = s["server"].as_str().unwrap_or_default();
     if let Some(e) = s["error"].as_str() {
-        writeln!(out, "server {name}: refused: {e}")?;
+        let what = if s["admitted"] == true {
+            "admitted, but failed"
+        } else {
+            "refused"
+        };
+        writeln!(out, "server {name}: {what}: {e}")?;
         return Ok(());
     }
     let trust = if s["trusted"] == true {

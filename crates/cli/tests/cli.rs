@@ -38,6 +38,8 @@ mod killed_exec;
 mod mcp;
 #[path = "support/mcp_governed.rs"]
 mod mcp_governed;
+#[path = "support/mcp_http.rs"]
+mod mcp_http;
 #[path = "support/oracle.rs"]
 mod oracle;
 #[path = "support/replay.rs"]

@@ -1,8 +1,8 @@
-//! The MCP client, private to this crate: one connection to an admitted server over a reader
-//! and a writer (a contained server's pipes), with `initialize` bounded in time, `tools/list`
+//! The MCP client, private to this crate: one connection to an admitted server, with `initialize` bounded in time, `tools/list`
 //! read page by page (bounded), calls (a call's progress relayed to whoever waits on it, and a
 //! call abandoned by its caller cancelled on the server), and a flag a server raises with
-//! `notifications/tools/list_changed`.
+//! `notifications/tools/list_changed`. A server is reached over its pipes or, for an admitted
+//! URL, over Streamable HTTP.
 //!
 //! Nothing here is public: a tool call reaches a server only through [`crate::tool::McpTool`],
 //! which only the executor invokes.
@@ -18,6 +18,11 @@ use rmcp::model::{
     ProgressToken, RequestId, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
+use rmcp::transport::IntoTransport;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::transport::worker::WorkerQuitReason;
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -198,15 +203,55 @@ impl Connection {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let watcher = Watcher::default();
-        let tools_changed = Arc::clone(&watcher.tools_changed);
-        let progress = Arc::clone(&watcher.progress);
         let reader = LineCap {
             inner: reader,
             line: 0,
             cut: false,
         };
-        let service = match tokio::time::timeout(timeout, watcher.serve((reader, writer))).await {
+        Self::initialize(server, (reader, writer), timeout).await
+    }
+
+    /// Connects to the Streamable HTTP endpoint `url` (admitted: `https`, an allowed host);
+    /// `initialize` must complete within `timeout`. TLS is verified against the machine's
+    /// root certificates; redirects are not followed (a redirect could leave the admitted
+    /// host) and no proxy is used; a response larger than [`MAX_MESSAGE_BYTES`] ends it.
+    pub(crate) async fn dial(
+        server: &str,
+        url: &url::Url,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let refused = |message: String| ClientError::Initialize {
+            server: server.to_owned(),
+            message,
+        };
+        if url.scheme() != "https" {
+            return Err(refused(format!(
+                "`{url}`: only https URLs are dialled (Streamable HTTP); `{}` is not",
+                url.scheme()
+            )));
+        }
+        let client = http_client().map_err(refused)?;
+        let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+            .max_sse_event_size(MAX_MESSAGE_BYTES)
+            .max_json_response_size(MAX_MESSAGE_BYTES);
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        Self::initialize(server, transport, timeout).await
+    }
+
+    /// `initialize` over `transport`, within `timeout`.
+    async fn initialize<T, E, A>(
+        server: &str,
+        transport: T,
+        timeout: Duration,
+    ) -> Result<Self, ClientError>
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let watcher = Watcher::default();
+        let tools_changed = Arc::clone(&watcher.tools_changed);
+        let progress = Arc::clone(&watcher.progress);
+        let service = match tokio::time::timeout(timeout, watcher.serve(transport)).await {
             Err(_) => {
                 return Err(ClientError::InitializeTimeout {
                     server: server.to_owned(),
@@ -216,7 +261,7 @@ impl Connection {
             Ok(Err(e)) => {
                 return Err(ClientError::Initialize {
                     server: server.to_owned(),
-                    message: e.to_string(),
+                    message: initialize_error(&e),
                 });
             }
             Ok(Ok(service)) => service,
@@ -407,4 +452,78 @@ impl Drop for Abandoned {
             let _ = peer.notify_cancelled(params).await;
         });
     }
+}
+
+/// Why `initialize` failed, with the causes under a transport's error (rmcp does not chain
+/// them: a TLS failure would otherwise read as "error sending request").
+fn initialize_error(e: &rmcp::service::ClientInitializeError) -> String {
+    match e {
+        rmcp::service::ClientInitializeError::TransportError { error, context } => {
+            type HttpError = StreamableHttpError<reqwest::Error>;
+            let inner = error.error.as_ref();
+            let http = inner.downcast_ref::<HttpError>().or_else(|| {
+                match inner.downcast_ref::<WorkerQuitReason<HttpError>>() {
+                    Some(WorkerQuitReason::Fatal { error, .. }) => Some(error),
+                    _ => None,
+                }
+            });
+            match http {
+                Some(StreamableHttpError::Client(client)) => {
+                    format!("{context}: {}", with_causes(client))
+                }
+                _ => format!("{context}: {}", with_causes(inner)),
+            }
+        }
+        other => with_causes(other),
+    }
+}
+
+/// An error with every cause under it (a TLS failure sits a few levels below "error sending
+/// request"), each said once.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// The HTTP client for URL servers: rustls on the ring provider, the machine's root
+/// certificates (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set), https only, no redirects, no
+/// proxy.
+fn http_client() -> Result<reqwest::Client, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "no root certificate to verify the server with ({})",
+            if errors.is_empty() {
+                "none found".to_owned()
+            } else {
+                errors.join("; ")
+            }
+        ));
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .https_only(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .map_err(|e| e.to_string())
 }

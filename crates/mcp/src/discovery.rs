@@ -1,7 +1,8 @@
 //! Discovery: an admitted server's tools into the executor's registry.
 //!
 //! [`ServerConnection::over`] connects to a server over its pipes (the caller spawned it,
-//! contained, from an admitted [`crate::admission::Launch`]); [`ServerConnection::discover`]
+//! contained, from an admitted [`crate::admission::Launch`]), [`ServerConnection::dial`] to an
+//! admitted URL over Streamable HTTP; [`ServerConnection::discover`]
 //! lists every page of its tools, checks each definition against the pins and the policy's
 //! guards, and registers each as `{server}__{tool}` with the executor. A tool name holding
 //! `__` (which would read as another server's tool) and a name already registered are refused,
@@ -58,6 +59,21 @@ impl ServerConnection {
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let connection = Connection::connect(&server.name, reader, writer, timeout).await?;
+        Ok(Self {
+            server: server.clone(),
+            connection: Arc::new(connection),
+        })
+    }
+
+    /// Connects to `server` at its Streamable HTTP endpoint `url` (admitted by
+    /// [`crate::admission::admit`]: only an `https` URL is dialled); `initialize` must complete
+    /// within `timeout`.
+    pub async fn dial(
+        server: &McpServer,
+        url: &url::Url,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let connection = Connection::dial(&server.name, url, timeout).await?;
         Ok(Self {
             server: server.clone(),
             connection: Arc::new(connection),

@@ -1,7 +1,7 @@
-//! Starting an admitted server: admission first, then the command started contained by
-//! `warden-sandbox` (environment exactly as admitted, writes only under the declaring policy
-//! file's folder, no network), a connection slot held for as long as it runs, and an MCP
-//! connection over its pipes.
+//! Starting an admitted server: admission first, then a connection slot held for as long as it
+//! runs, then either the command started contained by `warden-sandbox` (environment exactly as
+//! admitted, writes only under the declaring policy file's folder, no network) and an MCP
+//! connection over its pipes, or the admitted URL dialled over Streamable HTTP.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,35 +28,26 @@ pub enum StartError {
         /// What failed.
         message: String,
     },
-    /// It started but did not speak MCP.
+    /// It started (or was dialled) but did not speak MCP.
     #[error(transparent)]
     Client(#[from] ClientError),
-    /// A URL server was admitted, but this version has no Streamable HTTP client: refused
-    /// rather than dialled some other way.
-    #[error(
-        "MCP server `{server}`: dialling a URL is not supported by this version (Streamable HTTP)"
-    )]
-    UrlUnsupported {
-        /// The server.
-        server: String,
-    },
 }
 
-/// A running, connected server. Dropping it ends the connection, kills the process and frees
-/// its connection slot.
+/// A running, connected server. Dropping it ends the connection, kills the process (a
+/// command server's) and frees its connection slot.
 #[derive(Debug)]
 pub struct StartedServer {
     /// The MCP connection.
     pub connection: ServerConnection,
-    _process: PipedProcess,
+    _process: Option<PipedProcess>,
     _permit: ConnectionPermit,
 }
 
-/// What keeps a started server running (its process and connection slot) once its
-/// connection is handed on. Dropping it kills the process and frees the slot.
+/// What keeps a started server running (its process, if it has one here, and connection
+/// slot) once its connection is handed on. Dropping it kills the process and frees the slot.
 #[derive(Debug)]
 pub struct Running {
-    _process: PipedProcess,
+    _process: Option<PipedProcess>,
     _permit: ConnectionPermit,
 }
 
@@ -73,8 +64,9 @@ impl StartedServer {
     }
 }
 
-/// Admits `server` under `settings`, takes a connection slot from `limiter`, starts it
-/// contained by `backend` with its environment drawn from `host_env`, and connects.
+/// Admits `server` under `settings`, takes a connection slot from `limiter`, and connects: a
+/// command server started contained by `backend` with its environment drawn from `host_env`,
+/// a URL server dialled over Streamable HTTP.
 pub async fn start(
     server: &McpServer,
     settings: &McpSettings,
@@ -91,9 +83,13 @@ pub async fn start(
             cwd,
             env,
         } => (program, args, cwd, env),
-        Launch::Url(_) => {
-            return Err(StartError::UrlUnsupported {
-                server: server.name.clone(),
+        Launch::Url(url) => {
+            let permit = limiter.acquire(&server.name)?;
+            let connection = ServerConnection::dial(server, &url, timeout).await?;
+            return Ok(StartedServer {
+                connection,
+                _process: None,
+                _permit: permit,
             });
         }
     };
@@ -129,7 +125,7 @@ pub async fn start(
     let connection = ServerConnection::over(server, stdout, stdin, timeout).await?;
     Ok(StartedServer {
         connection,
-        _process: process,
+        _process: Some(process),
         _permit: permit,
     })
 }

@@ -499,7 +499,7 @@ args = [{everything:?}]
 
 /// Runs `warden mcp proxy` for `server` with `env`, sends the JSON-RPC `requests` (after
 /// `initialize`), and returns the answers by id.
-fn drive(
+pub(super) fn drive(
     root: &Path,
     policy: &str,
     server: &str,

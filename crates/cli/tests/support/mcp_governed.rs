@@ -269,7 +269,6 @@ args = [{hostile:?}, "hang"]
     // The proxy keeps serving.
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
     assert!(read(2)["result"]["tools"].is_array());
-    drop(send);
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(
