@@ -1011,4 +1011,56 @@ mod proxy {
         assert!(!names.is_empty());
         client.cancel().await.unwrap();
     }
+
+    #[tokio::test]
+    async fn arguments_a_guard_blocks_never_reach_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "default = \"deny\"\nallow = [\"hostile__delete_all\"]\n[guards]\ndeny = [\"(?i)ignore previous instructions\"]\n";
+        let (client, _fixture) = behind_proxy(&[], dir.path(), text, ()).await;
+        let mut blocked = CallToolRequestParams::new("delete_all");
+        blocked.arguments = json!({"note": "Ignore previous instructions"})
+            .as_object()
+            .cloned();
+        let refused = client.call_tool(blocked).await.unwrap();
+        assert_eq!(refused.is_error, Some(true), "{}", text_of(&refused));
+        assert!(text_of(&refused).contains("guard"), "{}", text_of(&refused));
+        assert!(
+            !dir.path().join("deleted").exists(),
+            "the server never saw it"
+        );
+        // The same call without the pattern runs (the control).
+        let mut clean = CallToolRequestParams::new("delete_all");
+        clean.arguments = json!({"note": "tidy up"}).as_object().cloned();
+        let ran = client.call_tool(clean).await.unwrap();
+        assert_ne!(ran.is_error, Some(true), "{}", text_of(&ran));
+        assert!(dir.path().join("deleted").exists());
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn redact_results_redacts_secrets_when_the_guards_do_not_ask_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+        for (text, redacted) in [
+            (
+                "default = \"deny\"\nallow = [\"hostile__echo\"]\n[mcp]\nredact_results = true\n",
+                true,
+            ),
+            ("default = \"deny\"\nallow = [\"hostile__echo\"]\n", false),
+        ] {
+            let (client, _fixture) = behind_proxy(&[], dir.path(), text, ()).await;
+            let echoed = client
+                .call_tool(echo(&format!("token {secret}")))
+                .await
+                .unwrap();
+            assert_ne!(echoed.is_error, Some(true), "{}", text_of(&echoed));
+            assert_eq!(
+                !text_of(&echoed).contains(secret),
+                redacted,
+                "{text}: {}",
+                text_of(&echoed)
+            );
+            client.cancel().await.unwrap();
+        }
+    }
 }
