@@ -4,6 +4,8 @@ SDK) calls the hostile fixture's `echo` N times directly, then N times through t
 prints the median and 90th percentile of each and their difference (docs/benchmarks.md).
 
     proxy_latency.py WARDEN POLICY N
+
+POLICY declares the fixture as server `hostile` and allows `hostile__echo`.
 """
 
 import asyncio
@@ -46,7 +48,10 @@ async def main():
     warden, policy, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     direct = await timings(StdioServerParameters(command="python3", args=[FIXTURE]), n)
     proxied = await timings(
-        StdioServerParameters(command=warden, args=["mcp", "proxy", "--policy", policy]), n
+        StdioServerParameters(
+            command=warden, args=["mcp", "proxy", "--policy", policy, "--server", "hostile"]
+        ),
+        n,
     )
     d, p = summary(direct), summary(proxied)
     print(json.dumps({"calls": n, "direct": d, "proxied": p,
