@@ -4,11 +4,15 @@
 //!
 //! 1. `cargo fmt --all --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
-//! 3. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
-//! 4. `bypass-check` (layering and the invocation boundary)
-//! 5. `tidy` (house conventions, paths and anchors)
-//! 6. `schemas --check` (checked-in JSON Schemas are current)
-//! 7. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
+//! 3. `test-servers`: what the MCP tests run against (the reference servers from the committed
+//!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
+//! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
+//! 5. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
+//!    no broken intra-doc link)
+//! 6. `bypass-check` (layering and the invocation boundary)
+//! 7. `tidy` (house conventions, paths and anchors)
+//! 8. `schemas --check` (checked-in JSON Schemas are current)
+//! 9. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
 //!    workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
 //!    the lock file first; `advisories` needs a network these machines do not have)
 
@@ -101,6 +105,10 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
             run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
         },
         Step {
+            name: "doc",
+            run: Box::new(move || doc(root)),
+        },
+        Step {
             name: "bypass-check",
             run: Box::new(move || crate::bypass::run(root, &[])),
         },
@@ -169,6 +177,17 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<bool> {
         .current_dir(root)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    Ok(status.success())
+}
+
+/// The API docs of every workspace crate, warnings denied (a broken link fails the run).
+fn doc(root: &Path) -> anyhow::Result<bool> {
+    let status = command(cargo_program())
+        .args(["doc", "--no-deps", "--workspace"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root)
+        .status()
+        .context("running cargo doc --no-deps --workspace")?;
     Ok(status.success())
 }
 

@@ -25,7 +25,7 @@ const DEFAULT_TTL_SECS: u64 = 900;
 #[derive(Debug, Args)]
 pub(crate) struct ApproveArgs {
     /// Write a fresh ed25519 key pair instead: FILE (PKCS#8 PEM, the private key, mode 0600)
-    /// and FILE.pub (SPKI PEM), then print the public key to declare under [approvers].
+    /// and FILE.pub (SPKI PEM), then print the public key to declare under `[approvers]`.
     #[arg(
         long,
         value_name = "FILE",
@@ -46,7 +46,7 @@ pub(crate) struct ApproveArgs {
     /// The approver's signing key: PKCS#8 PEM or 64 hex digits.
     #[arg(long, value_name = "KEYFILE", required_unless_present = "keygen")]
     key: Option<PathBuf>,
-    /// The approver class, as declared in the policy's [approvers].
+    /// The approver class, as declared in the policy's `[approvers]`.
     #[arg(long, value_name = "NAME", required_unless_present = "keygen")]
     approver: Option<String>,
     /// The approved tool, by its Warden name (`bash`, `write`, `server__tool`).

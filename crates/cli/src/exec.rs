@@ -133,7 +133,7 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_enum, value_name = "MECHANISM")]
     simulate_unavailable: Vec<MechanismChoice>,
     /// A signed approval receipt (`warden approve`'s output) for a call the policy escalates;
-    /// needs a policy with [approvers] and --evidence (single use across runs).
+    /// needs a policy with `[approvers]` and --evidence (single use across runs).
     #[arg(long, value_name = "FILE")]
     receipt: Option<PathBuf>,
     /// Run governed: append hash-chained evidence to the SQLite store at PATH (created if

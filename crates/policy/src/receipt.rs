@@ -25,7 +25,7 @@
 //! - **It is not single-use by itself.** Verification is pure (no clock, no store: `now` is
 //!   passed in); the executor records [`SignedReceipt::id`] in the evidence store and refuses a
 //!   second use. A verified receipt becomes the contracts
-//!   [`ApprovalReceipt`](warden_contracts::ApprovalReceipt) the executor takes, with the
+//!   [`warden_contracts::ApprovalReceipt`] the executor takes, with the
 //!   receipt's id as its `approval_id`.
 //!
 //! Key files follow the evidence checkpoints' format: a signing key is PKCS#8 PEM (`openssl
