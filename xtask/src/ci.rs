@@ -7,14 +7,16 @@
 //! 3. `test-servers`: what the MCP tests run against (the reference servers from the committed
 //!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
 //! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
-//! 5. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
+//! 5. `feature-sets`: each documented feature set that is not the default builds clean
+//!    (`cargo clippy -p warden-evidence --no-default-features`: evidence without SQLite)
+//! 6. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
 //!    no broken intra-doc link)
-//! 6. `bypass-check` (layering and the invocation boundary)
-//! 7. `tidy` (house conventions, paths and anchors)
-//! 8. `schemas --check` (checked-in JSON Schemas are current)
-//! 9. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
-//!    workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
-//!    the lock file first; `advisories` needs a network these machines do not have)
+//! 7. `bypass-check` (layering and the invocation boundary)
+//! 8. `tidy` (house conventions, paths and anchors)
+//! 9. `schemas --check` (checked-in JSON Schemas are current)
+//! 10. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
+//!     workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
+//!     the lock file first; `advisories` needs a network these machines do not have)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,6 +105,23 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
         Step {
             name: "test",
             run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
+        },
+        Step {
+            name: "feature-sets",
+            run: Box::new(move || {
+                cargo(
+                    root,
+                    &[
+                        "clippy",
+                        "-p",
+                        "warden-evidence",
+                        "--no-default-features",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ],
+                )
+            }),
         },
         Step {
             name: "doc",

@@ -29,16 +29,16 @@ pub enum Error {
     },
     /// The store's schema version is not one this version reads.
     #[error(
-        "{path} has evidence schema version {found}; this warden reads versions {} to {supported}",
-        crate::OLDEST_SCHEMA_VERSION
+        "{path} has evidence schema version {found}; this warden reads versions {oldest} to {supported}"
     )]
     UnknownSchemaVersion {
         /// The path given.
         path: PathBuf,
         /// The version found.
         found: i64,
-        /// The newest version this build reads, the one it writes (it reads every version from
-        /// [`crate::OLDEST_SCHEMA_VERSION`] on).
+        /// The oldest version this build reads.
+        oldest: i64,
+        /// The newest version this build reads, the one it writes.
         supported: i64,
     },
     /// SQLite failed.
@@ -74,6 +74,7 @@ pub enum Error {
 }
 
 impl Error {
+    #[cfg(feature = "sqlite")]
     pub(crate) fn sqlite(path: &std::path::Path, e: &rusqlite::Error) -> Self {
         Self::Sqlite {
             path: path.to_owned(),

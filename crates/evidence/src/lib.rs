@@ -12,6 +12,9 @@
 //! boundary; [`Checkpoint`] signs a head with ed25519; [`JournalRecord`] is the never-certified
 //! journal family; [`Projector`] projects run/attempt state with a durable cursor.
 //!
+//! Features: `sqlite` (default) compiles [`SqliteStore`], [`SqliteReader`] and
+//! [`SqliteProjection`] with bundled SQLite; without it the crate has no rusqlite.
+//!
 //! Key design decision: the stores run every append through the same [`ChainTracker`] that
 //! verification uses, so a store refuses exactly what a verifier would reject (a second
 //! terminal, a record after `task_closed`, an unknown payload field) and a chain that verified
@@ -62,7 +65,10 @@ mod operation_set;
 pub mod payload;
 mod projection;
 mod record;
+#[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_projection;
 mod store;
 mod verify;
 
@@ -88,17 +94,19 @@ pub use memory::MemoryStore;
 pub use operation_set::OperationSet;
 pub use projection::{
     AttemptState, MemoryProjection, PROJECTION_VERSION, ProjectedAttempt, ProjectedRun,
-    ProjectionError, ProjectionReport, ProjectionTarget, Projector, RunState, SqliteProjection,
-    project_from_scratch,
+    ProjectionError, ProjectionReport, ProjectionTarget, Projector, RunState, project_from_scratch,
 };
 pub use record::{
     Family, Fields, Record, RecordKind, canonical_json, chain_hash, hash_input, head_of,
     parse_record_type, receipt_of, record_id_for, record_type_str, reseal, seal,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::{
     APPLICATION_ID, DEFAULT_PATH, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SqliteOptions,
     SqliteReader, SqliteStore, Synchronous,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite_projection::SqliteProjection;
 pub use store::{
     AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend, TypedAppend,
 };

@@ -385,6 +385,7 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<Option<i64>, Error> {
         return Err(Error::UnknownSchemaVersion {
             path: path.to_owned(),
             found: version,
+            oldest: OLDEST_SCHEMA_VERSION,
             supported: SCHEMA_VERSION,
         });
     }
