@@ -89,6 +89,15 @@ fn no_files() -> CliError {
     )
 }
 
+/// The project root these policy files resolve against (`--project-root`, else as
+/// [`path_env`] finds it), without reading or compiling them.
+pub(crate) fn project_root(
+    files: &[PolicyPath],
+    project_root: Option<&Path>,
+) -> Result<PathBuf, CliError> {
+    Ok(path_env(anchor(files), project_root)?.project_root)
+}
+
 /// Reads, merges and compiles the policy files.
 pub(crate) fn snapshot(
     files: &[PolicyPath],

@@ -6,7 +6,7 @@
 //! servers, governed with `--evidence` (docs/mcp.md).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,9 +18,9 @@ use warden_mcp::admission::ConnectionLimiter;
 use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
 use warden_mcp::pins::{PinState, Pins};
 use warden_mcp::proxy::{Proxy, ProxyOptions};
-use warden_mcp::start::{Running, StartError, start};
+use warden_mcp::start::{Running, StartError, StartedServer, start};
 use warden_mcp::tool::{McpTool, hints_of};
-use warden_policy::mcp::McpServer;
+use warden_policy::mcp::{McpServer, McpSettings};
 use warden_policy::{Call, PolicySnapshot};
 use warden_sandbox::SubprocessBackend;
 
@@ -64,7 +64,7 @@ pub(crate) fn run(c: &McpCommand, out: &mut impl Write) -> Result<ExitCode, CliE
 
 fn tools(a: &ToolsArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let snapshot = a.policy.snapshot()?;
-    let pins_path = pins_file(a.pins.as_ref(), &snapshot);
+    let pins_path = pins_file(a.pins.as_ref(), &snapshot.path_env().project_root);
     let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
     let (backend, rt) = contained_runtime()?;
     let servers = rt.block_on(report(&snapshot, &backend, &mut pins));
@@ -98,15 +98,7 @@ async fn report(
     let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
     let mut out = Vec::new();
     for server in &mcp.servers {
-        let started = start(
-            server,
-            &mcp.settings,
-            backend,
-            &limiter,
-            std::env::vars(),
-            LIST_TIMEOUT,
-        )
-        .await;
+        let started = start_declared(server, &mcp.settings, backend, &limiter).await;
         let started = match started {
             Ok(s) => s,
             Err(e) => {
@@ -218,8 +210,9 @@ pub(crate) struct ProxyArgs {
 
 /// `warden mcp proxy`: serves MCP on stdio, every call through the executor.
 pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
-    let first = a.policy.snapshot()?;
-    let pins_path = pins_file(a.pins.as_ref(), &first);
+    let files = a.policy.files();
+    let root = crate::load::project_root(&files, a.policy.project_root.as_deref())?;
+    let pins_path = pins_file(a.pins.as_ref(), &root);
     // The pins file and the evidence store are protected from the governed agent like the
     // policy files.
     let mut protected = vec![(pins_path.clone(), "the MCP pins file")];
@@ -228,7 +221,7 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
         "the evidence store",
     ));
     let snapshot = Arc::new(crate::load::snapshot_protecting(
-        &a.policy.files(),
+        &files,
         a.policy.project_root.as_deref(),
         &protected,
     )?);
@@ -305,15 +298,7 @@ async fn start_all(
     let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
     let (mut tools, mut running, mut connections) = (Vec::new(), Vec::new(), Vec::new());
     for server in chosen {
-        let started = start(
-            server,
-            &mcp.settings,
-            backend,
-            &limiter,
-            std::env::vars(),
-            LIST_TIMEOUT,
-        )
-        .await;
+        let started = start_declared(server, &mcp.settings, backend, &limiter).await;
         let s = match started {
             Ok(s) => s,
             Err(e) => {
@@ -407,21 +392,14 @@ fn pin(a: &PinArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
                 a.server
             ))
         })?;
-    let pins_path = pins_file(a.pins.as_ref(), &snapshot);
+    let pins_path = pins_file(a.pins.as_ref(), &snapshot.path_env().project_root);
     let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
     let (backend, rt) = contained_runtime()?;
     let approved = rt.block_on(async {
         let limiter = ConnectionLimiter::new(mcp.settings.max_connections_per_server);
-        let started = start(
-            server,
-            &mcp.settings,
-            &backend,
-            &limiter,
-            std::env::vars(),
-            LIST_TIMEOUT,
-        )
-        .await
-        .map_err(|e| CliError::Input(e.to_string()))?;
+        let started = start_declared(server, &mcp.settings, &backend, &limiter)
+            .await
+            .map_err(|e| CliError::Input(e.to_string()))?;
         // Listing compares with the pins but must not pin on its own: a scratch copy.
         let mut scratch = pins.clone();
         let found = started
@@ -454,14 +432,31 @@ fn pin(a: &PinArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Starts (or dials) a declared server as `settings` admit it, the environment admission
+/// filters being this process's own; `initialize` and each listing page are bounded by
+/// [`LIST_TIMEOUT`].
+async fn start_declared(
+    server: &McpServer,
+    settings: &McpSettings,
+    backend: &SubprocessBackend,
+    limiter: &ConnectionLimiter,
+) -> Result<StartedServer, StartError> {
+    start(
+        server,
+        settings,
+        backend,
+        limiter,
+        std::env::vars(),
+        LIST_TIMEOUT,
+    )
+    .await
+}
+
 /// The pins file: `--pins`, else `.warden/mcp-pins.json` under the project root.
-fn pins_file(given: Option<&PathBuf>, snapshot: &PolicySnapshot) -> PathBuf {
-    given.cloned().unwrap_or_else(|| {
-        snapshot
-            .path_env()
-            .project_root
-            .join(".warden/mcp-pins.json")
-    })
+fn pins_file(given: Option<&PathBuf>, project_root: &Path) -> PathBuf {
+    given
+        .cloned()
+        .unwrap_or_else(|| project_root.join(".warden/mcp-pins.json"))
 }
 
 /// The sandbox the servers start in (this binary hosts its helper) and a runtime to talk to

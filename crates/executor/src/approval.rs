@@ -351,19 +351,38 @@ where
         request: &ApprovalRequest,
         arguments: &Map<String, Value>,
     ) -> Result<ApprovalReceipt, String> {
-        let digest = arguments_digest(arguments).map_err(|e| e.to_string())?;
-        let now = self.clock.now();
-        ApprovalReceipt::new(
-            request.approval_id.clone(),
-            request.action.clone(),
-            digest,
-            request.policy_digest.clone(),
+        local_receipt(
+            request,
+            arguments,
             self.approver.clone(),
-            now,
-            Timestamp(now.unix_millis().saturating_add(self.ttl_ms)),
+            self.clock.now(),
+            self.ttl_ms,
         )
-        .map_err(|e| e.to_string())
     }
+}
+
+/// An unsigned receipt by `approver` for exactly `request` with `arguments` (their digest),
+/// issued at `now` and valid `ttl_ms`: what a reviewer in the runtime's own composition (the
+/// local-operator model) answers an escalation with. It counts only under a policy that
+/// declares no `[approvers]`.
+pub fn local_receipt(
+    request: &ApprovalRequest,
+    arguments: &Map<String, Value>,
+    approver: PrincipalRef,
+    now: Timestamp,
+    ttl_ms: u64,
+) -> Result<ApprovalReceipt, String> {
+    let digest = arguments_digest(arguments).map_err(|e| e.to_string())?;
+    ApprovalReceipt::new(
+        request.approval_id.clone(),
+        request.action.clone(),
+        digest,
+        request.policy_digest.clone(),
+        approver,
+        now,
+        Timestamp(now.unix_millis().saturating_add(ttl_ms)),
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn refused(message: impl Into<String>) -> ReviewVerdict {

@@ -46,7 +46,7 @@ mod tool;
 mod unwind;
 
 pub use admission::{Clock, Limits, SystemClock};
-pub use approval::{CallbackResult, DenialBound, EscalationCallback, ReviewLoop};
+pub use approval::{CallbackResult, DenialBound, EscalationCallback, ReviewLoop, local_receipt};
 pub use cancel::CancelToken;
 pub use content::ContentGuard;
 pub use error::{ApprovalError, ExecutorError};

@@ -16,9 +16,9 @@ use rmcp::service::Peer;
 use serde_json::{Map, Value, json};
 use warden_contracts::{
     ApprovalReceipt, ApprovalRequest, DecisionReason, PrincipalId, PrincipalKind, PrincipalRef,
-    ReasonCode, ReviewVerdict, Reviewer, Timestamp,
+    ReasonCode, ReviewVerdict, Reviewer,
 };
-use warden_executor::{Clock, DEFAULT_APPROVAL_TTL_MS, SystemClock, arguments_digest};
+use warden_executor::{Clock, DEFAULT_APPROVAL_TTL_MS, SystemClock, local_receipt};
 
 /// The longest argument text shown in a question (the rest is cut, and said so).
 const SHOWN_ARGUMENTS: usize = 2_000;
@@ -53,22 +53,17 @@ impl ClientApproval {
         request: &ApprovalRequest,
         arguments: &Map<String, Value>,
     ) -> Result<ApprovalReceipt, String> {
-        let digest = arguments_digest(arguments).map_err(|e| e.to_string())?;
         let approver = PrincipalRef {
             id: PrincipalId::new("mcp-client-user").map_err(|e| e.to_string())?,
             kind: PrincipalKind::User,
         };
-        let now = self.clock.now();
-        ApprovalReceipt::new(
-            request.approval_id.clone(),
-            request.action.clone(),
-            digest,
-            request.policy_digest.clone(),
+        local_receipt(
+            request,
+            arguments,
             approver,
-            now,
-            Timestamp(now.unix_millis().saturating_add(DEFAULT_APPROVAL_TTL_MS)),
+            self.clock.now(),
+            DEFAULT_APPROVAL_TTL_MS,
         )
-        .map_err(|e| e.to_string())
     }
 }
 

@@ -10,19 +10,36 @@ use serde_json::Value;
 
 use super::{lines, warden, write};
 
-fn repo() -> PathBuf {
+pub(super) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn filesystem_server() -> PathBuf {
-    let path =
-        repo().join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+/// The entry point of the reference server `name` (`server-filesystem`, `server-everything`,
+/// `server-memory`) from the npm lock file of tests/mcp.
+pub(super) fn reference_server(name: &str) -> PathBuf {
+    let path = repo().join(format!(
+        "tests/mcp/node_modules/@modelcontextprotocol/{name}/dist/index.js"
+    ));
     assert!(
         path.exists(),
         "the MCP reference servers are installed by `cargo xtask ci` (npm ci in tests/mcp): {}",
         path.display()
     );
     path
+}
+
+fn filesystem_server() -> PathBuf {
+    reference_server("server-filesystem")
+}
+
+/// The test virtual environment's Python, with the official MCP SDK.
+pub(super) fn python() -> PathBuf {
+    let python = repo().join(".tools/mcp-venv/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is installed by `cargo xtask ci` into .tools/mcp-venv"
+    );
+    python
 }
 
 fn policy(dir: &Path) -> String {
@@ -364,11 +381,7 @@ args = [{hostile:?}]
 /// the policy offers, an allowed call comes back, a denied one is an error result.
 #[test]
 fn the_python_sdk_client_sees_the_policy_through_the_proxy() {
-    let python = repo().join(".tools/mcp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "the MCP Python SDK is installed by `cargo xtask ci` into .tools/mcp-venv"
-    );
+    let python = python();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     std::fs::create_dir_all(root.join("sandbox")).unwrap();
@@ -445,9 +458,7 @@ args = [{fs:?}, "sandbox"]
 fn a_planted_secret_in_a_servers_environment_output_is_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let everything =
-        repo().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(everything.exists(), "installed by `cargo xtask ci`");
+    let everything = reference_server("server-everything");
     let text = format!(
         r#"default = "ask"
 allow = ["everything__get-env"]
@@ -555,9 +566,7 @@ pub(super) fn drive(
 fn the_memory_server_changes_only_through_allowed_calls() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let memory =
-        repo().join("tests/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
-    assert!(memory.exists(), "installed by `cargo xtask ci`");
+    let memory = reference_server("server-memory");
     let text = format!(
         r#"default = "ask"
 allow = ["memory__create_entities", "memory__read_graph"]

@@ -4,30 +4,16 @@
 //! client disconnects, and a call the client cancels is cancelled in the evidence and on the
 //! server.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::mcp::{python, reference_server, repo};
 use super::{lines, warden, write};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let python = repo().join(".tools/mcp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "the MCP Python SDK is installed by `cargo xtask ci` into .tools/mcp-venv"
-    );
-    python
-}
 
 /// A policy over the real filesystem server: reads allowed, writes denied, the rest asked.
 fn filesystem_policy(root: &Path) -> String {
-    let fs =
-        repo().join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    assert!(fs.exists(), "installed by `cargo xtask ci`");
+    let fs = reference_server("server-filesystem");
     std::fs::create_dir_all(root.join("sandbox")).unwrap();
     std::fs::write(root.join("sandbox/a.txt"), "read through the proxy\n").unwrap();
     let text = format!(

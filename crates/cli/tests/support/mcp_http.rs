@@ -10,11 +10,8 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
+use super::mcp::{python, reference_server, repo};
 use super::{lines, warden, write};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// `server-everything` on a local port with a TLS front: killed when dropped.
 struct HttpsServer {
@@ -34,11 +31,8 @@ impl Drop for HttpsServer {
 
 impl HttpsServer {
     fn start(dir: &Path) -> Self {
-        let everything = repo()
-            .join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        assert!(everything.exists(), "installed by `cargo xtask ci`");
-        let python = repo().join(".tools/mcp-venv/bin/python");
-        assert!(python.exists(), "installed by `cargo xtask ci`");
+        let everything = reference_server("server-everything");
+        let python = python();
         let plain = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
