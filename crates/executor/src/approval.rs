@@ -24,6 +24,18 @@ use crate::admission::Clock;
 use crate::cancel::CancelToken;
 use crate::error::ApprovalError;
 use crate::executor::{ActionExecutor, ExecuteOptions, arguments_digest};
+use crate::governed::ExecutionReport;
+
+/// A report for an outcome no new attempt produced (a refusal by the reviewer).
+pub(crate) fn outcome_report(outcome: ExecutionOutcome) -> ExecutionReport {
+    ExecutionReport {
+        outcome,
+        operation_id: None,
+        receipts: Vec::new(),
+        replay_of: None,
+        evidence_error: None,
+    }
+}
 
 /// When the approval loop stops answering: after `consecutive` refusals in a row, or `total`
 /// refusals within the last `window` reviews. A zero field means no bound on that axis. Every
@@ -151,6 +163,23 @@ impl ReviewLoop {
         outcome: &ExecutionOutcome,
         cancel: Option<&CancelToken>,
     ) -> Result<ExecutionOutcome, ApprovalError> {
+        let answered = self
+            .resolve_reported(executor, request, context, outcome, cancel)
+            .await?;
+        Ok(answered.map_or_else(|| outcome.clone(), |report| report.outcome))
+    }
+
+    /// [`Self::resolve_cancellable`], answering the report of the last attempt (what governed
+    /// evidence recorded for it), or `None` when the reviewer has not answered yet (`Pending`)
+    /// and the escalation stands.
+    pub async fn resolve_reported(
+        &self,
+        executor: &ActionExecutor,
+        request: &ExecutionRequest,
+        context: &ExecutionContext,
+        outcome: &ExecutionOutcome,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Option<ExecutionReport>, ApprovalError> {
         let ExecutionOutcome::Escalated { approval, .. } = outcome else {
             return Err(ApprovalError::NotEscalated {
                 status: outcome.status(),
@@ -159,7 +188,7 @@ impl ReviewLoop {
         let mut approval = approval.clone();
         let mut arguments = request.arguments().clone();
         let mut receipts: Vec<ApprovalReceipt> = Vec::new();
-        let mut current = outcome.clone();
+        let mut current: Option<ExecutionReport> = None;
         for _ in 0..self.max_rounds {
             match self.ask(&approval, &arguments).await {
                 Answer::Pending => return Ok(current),
@@ -178,7 +207,9 @@ impl ReviewLoop {
                         stop: false,
                         evidence: Vec::new(),
                     };
-                    return self.refused(denied);
+                    return self
+                        .refused(denied)
+                        .map(|outcome| Some(outcome_report(outcome)));
                 }
                 Answer::Approve {
                     receipt,
@@ -203,12 +234,13 @@ impl ReviewLoop {
                     let mut options = ExecuteOptions::new();
                     options.approvals = receipts.clone();
                     options.cancel = cancel.cloned();
-                    current = executor.execute_with(retry, context, options).await;
-                    match &current {
+                    let report = executor.execute_reported(retry, context, options).await;
+                    match &report.outcome {
                         ExecutionOutcome::Escalated { approval: next, .. } => {
                             approval = next.clone();
+                            current = Some(report);
                         }
-                        _ => return Ok(current),
+                        _ => return Ok(Some(report)),
                     }
                 }
             }

@@ -663,6 +663,17 @@ impl ActionExecutor {
         self.clock.now()
     }
 
+    /// Runs one request in `context` and answers its typed outcome (an inherent method: no
+    /// trait import needed; the contracts `Executor` port calls it).
+    pub async fn execute(
+        &self,
+        request: ExecutionRequest,
+        context: &ExecutionContext,
+    ) -> ExecutionOutcome {
+        self.execute_with(request, context, ExecuteOptions::default())
+            .await
+    }
+
     /// Runs one request with options (approval receipts, cancellation).
     pub async fn execute_with(
         &self,
@@ -2618,8 +2629,7 @@ impl Executor for ActionExecutor {
         request: ExecutionRequest,
         context: &ExecutionContext,
     ) -> ExecutionOutcome {
-        self.execute_with(request, context, ExecuteOptions::default())
-            .await
+        ActionExecutor::execute(self, request, context).await
     }
 }
 

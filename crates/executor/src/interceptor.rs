@@ -198,6 +198,18 @@ impl fmt::Debug for Handlers {
 }
 
 impl Handlers {
+    /// The set with a policy's `[guards]`: on arguments after every transform (they check the
+    /// final arguments), on results before every post handler (none sees what a guard
+    /// withholds or redacts).
+    pub(crate) fn with_policy_guards(
+        mut self,
+        (arguments, results): (crate::ContentGuard, crate::ContentGuard),
+    ) -> Self {
+        self.transforms.push((Scope::All, Arc::new(arguments)));
+        self.post.insert(0, (Scope::All, Arc::new(results)));
+        self
+    }
+
     /// An empty set.
     pub fn new() -> Self {
         Self::default()

@@ -41,6 +41,7 @@ mod interceptor;
 mod plan;
 mod policy;
 mod registry;
+mod runtime;
 mod token;
 mod tool;
 mod unwind;
@@ -61,6 +62,9 @@ pub use interceptor::{
 pub use plan::{ExecutionPlan, STAGE_ORDER, StageMode};
 pub use policy::SnapshotPolicy;
 pub use registry::{Registry, Resolved};
+pub use runtime::{
+    ComposeError, Governed, Runtime, RuntimeBuilder, StartupRecovery, StillRunning, ToolCall,
+};
 pub use token::InvocationToken;
 pub use tool::{Tool, ToolError};
 /// The evidence types governed execution works with (`warden-evidence`), re-exported so a

@@ -30,6 +30,9 @@ pub struct SnapshotPolicy {
     cwd: Option<PathBuf>,
     authority: String,
     permissions: Option<Arc<PermissionSet>>,
+    /// The policy's `[guards]` are installed as handlers ([`crate::Runtime`] does it); while
+    /// they are not, a policy that declares guards refuses every call.
+    guards_installed: bool,
 }
 
 impl SnapshotPolicy {
@@ -47,6 +50,7 @@ impl SnapshotPolicy {
             cwd: None,
             authority: "human".to_owned(),
             permissions: None,
+            guards_installed: false,
         }
     }
 
@@ -54,6 +58,12 @@ impl SnapshotPolicy {
     /// declares; a snapshot that declares permissions denies every call without them).
     pub fn with_permissions(mut self, permissions: Arc<PermissionSet>) -> Self {
         self.permissions = Some(permissions);
+        self
+    }
+
+    /// Marks the policy's `[guards]` as installed by the composition that holds this adapter.
+    pub(crate) fn with_guards_installed(mut self) -> Self {
+        self.guards_installed = true;
         self
     }
 
@@ -137,7 +147,16 @@ impl PolicyEvaluator for SnapshotPolicy {
     }
 
     async fn evaluate(&self, query: &PolicyQuery<'_>) -> Result<PolicyAnswer, EvaluatorError> {
+        if !self.guards_installed && !self.engine.snapshot().guards().is_empty() {
+            // A declared table is enforced or refused, never silently ignored.
+            return Err(EvaluatorError {
+                message: "the policy declares [guards], which this executor was composed without: compose it with warden_executor::Runtime, which installs them".into(),
+            });
+        }
         let mut call = Call::new(query.action.name(), Value::Object(query.arguments.clone()));
+        if let Some(hints) = vouched_hints(query.action) {
+            call = call.with_vouched_hints(hints);
+        }
         if let Some(cwd) = &self.cwd {
             call = call.with_cwd(cwd.clone());
         }
@@ -166,4 +185,25 @@ impl PolicyEvaluator for SnapshotPolicy {
             Ok(answer)
         }
     }
+}
+
+/// The hints of a tool built into the runtime (`ActionSource::Builtin`): its own code says
+/// what it does, so the policy believes them (modes and hint rules then tell a reading tool
+/// from a destructive one). A plugin's or an MCP server's hints are not vouched for here.
+fn vouched_hints(
+    action: &warden_contracts::ActionDescriptor,
+) -> Option<warden_policy::hints::Hints> {
+    if !matches!(
+        action.source(),
+        warden_contracts::ActionSource::Builtin { .. }
+    ) {
+        return None;
+    }
+    let e = action.hints().effective();
+    Some(warden_policy::hints::Hints {
+        read_only: e.read_only,
+        destructive: e.destructive,
+        idempotent: e.idempotent,
+        open_world: e.open_world,
+    })
 }

@@ -22,6 +22,8 @@ use warden_policy::{Format, LoadedPolicy, PathEnv, PolicyBuilder, PolicySnapshot
 mod governed;
 #[path = "executor/governed_crash.rs"]
 mod governed_crash;
+#[path = "executor/runtime.rs"]
+mod runtime;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

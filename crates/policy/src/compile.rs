@@ -924,6 +924,34 @@ impl PolicySnapshot {
         builder.build()
     }
 
+    /// Compiles one policy written in TOML (named `policy.toml` in errors), with relative path
+    /// patterns anchored at `project_root` and no home folder (`~/` patterns are refused).
+    ///
+    /// ```
+    /// use warden_policy::{Call, Decision, PolicySnapshot};
+    /// let policy = PolicySnapshot::from_toml("default = \"deny\"\nallow = [\"read(src/**)\"]\n", "/repo")?;
+    /// let call = Call::new("read", serde_json::json!({"path": "/repo/src/lib.rs"}));
+    /// assert_eq!(policy.decide(&call).decision, Decision::Allow);
+    /// # Ok::<(), warden_policy::PolicyError>(())
+    /// ```
+    pub fn from_toml(
+        text: &str,
+        project_root: impl Into<std::path::PathBuf>,
+    ) -> Result<Self, PolicyError> {
+        let file = LoadedPolicy::from_text(
+            text.to_owned(),
+            crate::file::Format::Toml,
+            "policy.toml",
+            "policy",
+            None,
+        )?;
+        let env = PathEnv {
+            project_root: project_root.into(),
+            home: None,
+        };
+        Self::from_files(&[file], env)
+    }
+
     /// The policy's id.
     pub fn id(&self) -> &str {
         &self.id

@@ -34,8 +34,13 @@ pub struct Call {
     /// empty when unnamed): bare ask rules do not ask for it (agentpolicy's confinement).
     pub confined: Option<String>,
     /// What the tool says the call does (its registry entry, an MCP server's annotations):
-    /// believed by hint rules only for a tool of a trusted MCP server ([`crate::hints`]).
+    /// believed by hint rules only for a tool of a trusted MCP server ([`crate::hints`]),
+    /// or when `hints_vouched`.
     pub hints: Option<crate::hints::Hints>,
+    /// The embedding runtime vouches for `hints`: they come from its own tool's code (a tool
+    /// registered as built into the runtime), not from a server or the model. Built-in
+    /// Warden tool names and `bash` keep their own hints whatever is vouched.
+    pub hints_vouched: bool,
 }
 
 impl Call {
@@ -48,6 +53,7 @@ impl Call {
             resolved_paths: BTreeMap::new(),
             confined: None,
             hints: None,
+            hints_vouched: false,
         }
     }
 
@@ -55,6 +61,33 @@ impl Call {
     pub fn with_hints(mut self, hints: crate::hints::Hints) -> Self {
         self.hints = Some(hints);
         self
+    }
+
+    /// The same call, with hints the embedding runtime vouches for (its own tool's).
+    pub fn with_vouched_hints(mut self, hints: crate::hints::Hints) -> Self {
+        self.hints = Some(hints);
+        self.hints_vouched = true;
+        self
+    }
+
+    /// The hints believed for a subject of `tool` of this call under `rules`.
+    pub(crate) fn believed_hints(
+        &self,
+        rules: &crate::hints::HintRules,
+        tool: &str,
+        shell_read_only: bool,
+    ) -> crate::hints::Hints {
+        let declared = self.hints.filter(|_| self.tool == tool);
+        match declared {
+            Some(h)
+                if self.hints_vouched
+                    && tool != "bash"
+                    && crate::hints::Hints::builtin(tool).is_none() =>
+            {
+                h
+            }
+            _ => rules.believed(tool, shell_read_only, declared),
+        }
     }
 
     /// The same call, running confined by `mechanism` (proven by the backend).
@@ -637,8 +670,7 @@ impl PolicySnapshot {
         if self.modes.is_empty() || decided == Decision::Deny {
             return None;
         }
-        let declared = call.hints.filter(|_| call.tool == tool);
-        let hints = self.hints.believed(tool, read_only, declared);
+        let hints = call.believed_hints(&self.hints, tool, read_only);
         let class = crate::preset::ToolClass::of(tool);
         let (ceiling, mode) = self
             .modes
@@ -740,8 +772,7 @@ impl PolicySnapshot {
             return verdict(Decision::Allow, Some(rule), cite(rule));
         }
         if !self.hints.is_empty() {
-            let declared = call.hints.filter(|_| call.tool == *tool);
-            let hints = self.hints.believed(tool, p.read_only, declared);
+            let hints = call.believed_hints(&self.hints, tool, p.read_only);
             if let Some((decision, name)) = self.hints.decide(&hints) {
                 let outcome = match decision {
                     Decision::Allow => "allowed",
