@@ -8,7 +8,8 @@
 //!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
 //! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
 //! 5. `feature-sets`: each documented feature set that is not the default builds clean
-//!    (`cargo clippy -p warden-evidence --no-default-features`: evidence without SQLite)
+//!    ([`FEATURE_SETS`]: evidence without SQLite; the policy crate without receipts, its unit
+//!    tests included); every command runs, whatever an earlier one did
 //! 6. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
 //!    no broken intra-doc link)
 //! 7. `bypass-check` (layering and the invocation boundary)
@@ -30,6 +31,40 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 /// Where tools the checks need are installed: inside the workspace (ignored by git), never in
 /// the user's `~/.cargo/bin`, so a run leaves nothing behind outside the checkout.
 pub(crate) const TOOLS_DIR: &str = ".tools";
+
+/// The `feature-sets` step's cargo commands, one per entry: every documented feature set that
+/// is not the default, linted on its own (and, for warden-policy, unit-tested).
+const FEATURE_SETS: &[&[&str]] = &[
+    // warden-evidence without `sqlite` (no rusqlite).
+    &[
+        "clippy",
+        "-p",
+        "warden-evidence",
+        "--no-default-features",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    // warden-policy without `receipts` (no ed25519): every target that builds without it...
+    &[
+        "clippy",
+        "-p",
+        "warden-policy",
+        "--no-default-features",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    // ...and its unit tests, which prove a policy declaring `[approvers]` is refused.
+    &[
+        "test",
+        "-p",
+        "warden-policy",
+        "--no-default-features",
+        "--lib",
+    ],
+];
 
 /// One step of the run.
 struct Step<'a> {
@@ -109,18 +144,11 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
         Step {
             name: "feature-sets",
             run: Box::new(move || {
-                cargo(
-                    root,
-                    &[
-                        "clippy",
-                        "-p",
-                        "warden-evidence",
-                        "--no-default-features",
-                        "--",
-                        "-D",
-                        "warnings",
-                    ],
-                )
+                let mut passed = true;
+                for args in FEATURE_SETS {
+                    passed &= cargo(root, args)?;
+                }
+                Ok(passed)
             }),
         },
         Step {

@@ -249,7 +249,10 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds approver classes; a class declared again must have the same keys.
+    /// Adds approver classes; a class declared again must have the same keys. Only with the
+    /// `receipts` feature: a build without it cannot verify a signed receipt, so it has no way
+    /// to declare an approver.
+    #[cfg(feature = "receipts")]
     pub fn approvers(mut self, a: &Approvers) -> Result<Self, PolicyError> {
         self.approvers.merge(a).map_err(|e| PolicyError::Syntax {
             at: Location::file("<library>"),

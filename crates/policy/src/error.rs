@@ -135,6 +135,19 @@ pub enum PolicyError {
         /// What.
         message: String,
     },
+    /// The policy declares a table this build cannot enforce: `[approvers]` when warden-policy
+    /// was compiled without the `receipts` feature, so it has no ed25519 to read the keys or
+    /// verify a signed receipt. The policy is refused rather than compiled with the control
+    /// dropped. Only a build without the feature returns it.
+    #[error(
+        "{at}: the policy declares `[{table}]`, but this build of warden-policy was compiled without the `receipts` feature, so it cannot verify signed receipts; remove the table, or use a build with the feature"
+    )]
+    ReceiptsDisabled {
+        /// Where: the file, and the table's line and pointer.
+        at: Location,
+        /// The table (`approvers`).
+        table: String,
+    },
     /// A policy could not be written out.
     #[error("cannot write policy: {message}")]
     Write {

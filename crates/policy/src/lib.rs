@@ -12,6 +12,10 @@
 //! deterministic function of the snapshot and the call, and a decisions-only user (or the
 //! Claude Code hook) needs no async runtime.
 //!
+//! Features: `receipts` (default) compiles signed approval receipts and their ed25519
+//! ([`receipt`]); without it the crate has no ed25519-dalek, and a policy that declares
+//! `[approvers]` is refused ([`PolicyError::ReceiptsDisabled`]), never compiled without them.
+//!
 //! **Invariant:** a decision is a pure, deterministic function of the snapshot and the call; an
 //! error, an unparseable command or zero subjects is never an allow.
 //!
@@ -86,7 +90,9 @@ pub use permission::{
     PermissionVerdict, decide_with_permissions, decide_with_permissions_async,
 };
 pub use preset::{Preset, ToolClass};
-pub use receipt::{ApproverDecl, Approvers, ReceiptDraft, ReceiptError, SignedReceipt};
+#[cfg(feature = "receipts")]
+pub use receipt::ReceiptDraft;
+pub use receipt::{ApproverDecl, Approvers, ReceiptError, SignedReceipt};
 pub use rule::{GrammarError, GrammarErrorKind, Rule, is_rule_separator};
 pub use scope::{
     ChildPolicy, Scope, ScopeAuthority, ScopeDecl, ScopeError, ScopeSet, ScopeStage, ScopeVerdict,
