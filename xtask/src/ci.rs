@@ -8,8 +8,8 @@
 //!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
 //! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
 //! 5. `feature-sets`: each documented feature set that is not the default builds clean
-//!    ([`FEATURE_SETS`]: evidence without SQLite; the policy crate without receipts, its unit
-//!    tests included); every command runs, whatever an earlier one did
+//!    ([`FEATURE_SETS`]: evidence without SQLite and checkpoints; the executor without
+//!    `governed`; the policy crate without receipts, its unit tests included); every command runs, whatever an earlier one did
 //! 6. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
 //!    no broken intra-doc link)
 //! 7. `bypass-check` (layering and the invocation boundary)
@@ -35,11 +35,21 @@ pub(crate) const TOOLS_DIR: &str = ".tools";
 /// The `feature-sets` step's cargo commands, one per entry: every documented feature set that
 /// is not the default, linted on its own (and, for warden-policy, unit-tested).
 const FEATURE_SETS: &[&[&str]] = &[
-    // warden-evidence without `sqlite` (no rusqlite).
+    // warden-evidence without `sqlite` and `checkpoints` (no rusqlite, no ed25519).
     &[
         "clippy",
         "-p",
         "warden-evidence",
+        "--no-default-features",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    // warden-executor without `governed` (no rusqlite, no ed25519).
+    &[
+        "clippy",
+        "-p",
+        "warden-executor",
         "--no-default-features",
         "--",
         "-D",

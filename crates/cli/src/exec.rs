@@ -47,16 +47,11 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 use warden_contracts::{
-    ActionRef, AppendReceipt, ApprovalReceipt, ContextId, EffectBackend, ExecutionContext,
-    ExecutionOutcome, ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind,
-    PrincipalRef, RecordType, RequestId, ScopeId,
+    ActionRef, AppendReceipt, ApprovalReceipt, EffectBackend, ExecutionOutcome, PrincipalId,
+    PrincipalKind, PrincipalRef, RecordType,
 };
-use warden_evidence::payload::CloseDisposition;
 use warden_evidence::record_type_str;
-use warden_executor::{
-    ActionExecutor, ContentGuard, ExecuteOptions, ExecutionReport, Handlers, Registry,
-    SnapshotPolicy,
-};
+use warden_executor::{ExecutionReport, Registry, Runtime, ToolCall};
 use warden_policy::PolicySnapshot;
 use warden_policy::receipt::SignedReceipt;
 use warden_sandbox::{
@@ -198,6 +193,39 @@ fn receipt(
         .map_err(|e| bad(&e))
 }
 
+/// The effect backend `--backend` selects, recording the processes it starts in `records`
+/// when governed.
+fn backend(
+    a: &ExecArgs,
+    records: Option<ProcessRecords>,
+) -> Result<Arc<dyn EffectBackend>, CliError> {
+    Ok(match a.backend {
+        BackendChoice::InProcess => Arc::new(match records {
+            Some(records) => InProcessBackend::new().with_process_records(records),
+            None => InProcessBackend::new(),
+        }),
+        BackendChoice::Subprocess => {
+            // This binary hosts the re-exec helper (see `main`), so the probe exercises exactly
+            // what the call will use.
+            let exe = std::env::current_exe()
+                .map_err(|e| CliError::Input(format!("cannot find the warden binary: {e}")))?;
+            let options = ProbeOptions {
+                simulate_unavailable: a
+                    .simulate_unavailable
+                    .iter()
+                    .map(|m| m.mechanism())
+                    .collect(),
+            };
+            let backend = SubprocessBackend::probe_with(exe, &options)
+                .map_err(|e| CliError::Input(e.to_string()))?;
+            Arc::new(match records {
+                Some(records) => backend.with_process_records(records),
+                None => backend,
+            })
+        }
+    })
+}
+
 fn local_principal() -> Result<PrincipalRef, CliError> {
     let name = std::env::var("USER")
         .ok()
@@ -233,53 +261,17 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         .transpose()?;
     let policy_digest = snapshot.digest().to_string();
     let containment = snapshot.containment().clone();
-    // Governed: this run's chain, and where the backend records the processes it starts that
-    // need not die with this one (recovery reads them after a crash).
-    let governed = a.evidence.as_deref().map(|path| {
-        let chain = fresh_id("exec");
-        let records = ProcessRecords::new(records_dir(path, &chain));
-        (chain, records)
-    });
-    let records = governed.as_ref().map(|(_, records)| records.clone());
-
-    let backend: Arc<dyn EffectBackend> = match a.backend {
-        BackendChoice::InProcess => Arc::new(match records {
-            Some(records) => InProcessBackend::new().with_process_records(records),
-            None => InProcessBackend::new(),
-        }),
-        BackendChoice::Subprocess => {
-            // This binary hosts the re-exec helper (see `main`), so the probe exercises exactly
-            // what the call will use.
-            let exe = std::env::current_exe()
-                .map_err(|e| CliError::Input(format!("cannot find the warden binary: {e}")))?;
-            let options = ProbeOptions {
-                simulate_unavailable: a
-                    .simulate_unavailable
-                    .iter()
-                    .map(|m| m.mechanism())
-                    .collect(),
-            };
-            let backend = SubprocessBackend::probe_with(exe, &options)
-                .map_err(|e| CliError::Input(e.to_string()))?;
-            Arc::new(match records {
-                Some(records) => backend.with_process_records(records),
-                None => backend,
-            })
-        }
+    // Governed: the store and this run's chain, and where the backend records the processes
+    // it starts that need not die with this one (recovery reads them after a crash).
+    let mut evidence = match &a.evidence {
+        Some(path) => Some(open_evidence(path, &fresh_id("exec"))?),
+        None => None,
     };
+    let records = evidence
+        .as_ref()
+        .map(|ev| ProcessRecords::new(records_dir(&ev.path, ev.chain.as_str())));
+    let backend = backend(a, records)?;
     let report = backend.capabilities().clone();
-    let backend_ref = backend.backend_ref();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Io)?;
-    // Governed: recover what crashed runs left open, then open this run's task boundary.
-    let evidence = match (&a.evidence, &governed) {
-        (Some(path), Some((chain, _))) => {
-            Some(runtime.block_on(open_evidence(path, chain, &snapshot))?)
-        }
-        _ => None,
-    };
     let mut registry = Registry::new();
     warden_tools::register_builtins_with(&mut registry, &workspace, backend, &containment)
         .map_err(|e| CliError::Input(e.to_string()))?;
@@ -291,64 +283,47 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             known.join(", ")
         )));
     }
-    // The policy's `[guards]` check every call's arguments and result.
-    let guards = (!snapshot.guards().is_empty())
-        .then(|| Arc::new(ContentGuard::of(&snapshot)).install(Handlers::new()));
-    // The policy's `[containment]` applies to the tools that run processes.
-    let mut builder = warden_tools::PROCESS_TOOLS.iter().fold(
-        ActionExecutor::builder(registry)
-            .policy(Arc::new(
-                SnapshotPolicy::new(snapshot).with_cwd(workspace.clone()),
-            ))
-            .backend(report.clone()),
-        |b, name| b.policy_containment_for(*name, &containment),
-    );
-    if let Some(handlers) = guards {
-        builder = builder.handlers(handlers);
-    }
-    if let Some(ev) = &evidence {
-        builder = builder.governance(ev.governance.clone());
-    }
-    let executor = builder
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
-        .map_err(|e| CliError::Input(e.to_string()))?;
-
-    let invalid = |e: warden_contracts::ContractError| CliError::Input(e.to_string());
-    let scope = ExecutionScopeRef::Ephemeral {
-        scope_id: ScopeId::new(fresh_id("exec")).map_err(invalid)?,
-    };
-    let context = ExecutionContext::new(
-        ContextId::new("warden-exec").map_err(invalid)?,
-        scope.clone(),
-        local_principal()?,
-        backend_ref,
-    );
-    let mut request = ExecutionRequest::new(
-        RequestId::new(fresh_id("req")).map_err(invalid)?,
-        action,
-        Value::Object(arguments),
-        scope,
-    )
-    .map_err(invalid)?;
+        .map_err(CliError::Io)?;
+    // Everything the policy declares is installed by the runtime; `[containment]` applies to
+    // the tools that run processes. Governed, start-up recovers what crashed runs left open.
+    let mut builder = Runtime::builder(snapshot)
+        .tools(registry)
+        .cwd(workspace.clone())
+        .effect_backend(report.clone(), warden_tools::PROCESS_TOOLS)
+        .principal(local_principal()?)
+        .scope(fresh_id("exec"));
+    if let Some(ev) = &evidence {
+        builder = builder.governed(ev.governed());
+    }
+    let composed = runtime
+        .block_on(builder.build())
+        .map_err(|e| match &a.evidence {
+            Some(path) => CliError::Input(format!("--evidence {}: {e}", path.display())),
+            None => CliError::Input(e.to_string()),
+        })?;
+    if let Some(ev) = &mut evidence {
+        ev.started(&composed)?;
+    }
+    let mut call = ToolCall::new(a.tool.as_str(), Value::Object(arguments));
     if let Some(key) = &a.idempotency_key {
-        request = request
-            .with_idempotency_key(key.as_str())
-            .map_err(|e| CliError::Input(format!("--idempotency-key: {e}")))?;
+        call = call.idempotency_key(key.as_str());
     }
-    let mut options = ExecuteOptions::new();
     if let Some(r) = receipt {
-        options = options.approval(r);
+        call = call.approval(r);
     }
-    let executed = runtime.block_on(executor.execute_reported(request, &context, options));
+    let executed = runtime.block_on(composed.run(call));
     // Governed: close this run's task boundary (refused while its operation is open, after
     // a terminal append failed: the next run recovers it).
     let closed = evidence
         .as_ref()
-        .map(|ev| runtime.block_on(ev.governance.recorder().close(CloseDisposition::Completed)));
+        .and_then(|_| runtime.block_on(composed.close()).transpose());
     // Every process the call started was waited for (its record removed): drop the folder.
-    if let (Some(path), Some((_, records))) = (&a.evidence, &governed) {
-        let _ = std::fs::remove_dir(records.dir());
-        let _ = std::fs::remove_dir(runs_dir(path));
+    if let Some(ev) = &evidence {
+        let _ = std::fs::remove_dir(records_dir(&ev.path, ev.chain.as_str()));
+        let _ = std::fs::remove_dir(runs_dir(&ev.path));
     }
     let outcome = &executed.outcome;
 
@@ -407,7 +382,7 @@ fn evidence_json(
         "store": ev.path.display().to_string(),
         "chain_id": ev.chain,
         "task_boundary_id": ev.chain,
-        "profile": ev.governance.profile(),
+        "profile": EvidenceRun::PROFILE,
         "operation_id": executed.operation_id,
         "receipts": receipts,
         "replay_of": executed.replay_of,

@@ -3,20 +3,19 @@
 //! at start, recovery of the boundaries runs that crashed left open.
 //!
 //! Every run holds `PATH.exec-lock` shared for its whole life; a starting run that can take it
-//! exclusively knows no run is in progress and recovers: each open boundary of a run's chain
-//! (`exec-…`, `mcp-proxy-…`) is resumed (the chain must verify), its open operations closed by
-//! recovery (never re-invoked), and the boundary closed as abandoned, unless a process the
-//! run's backend recorded (`PATH.exec-runs/CHAIN/`) may still be running.
+//! exclusively knows no run is in progress and asks its runtime's governed start-up
+//! (`warden_executor::Governed`) to recover: each open boundary of a run's chain (`exec-…`,
+//! `mcp-proxy-…`) is resumed (the chain must verify), its open operations closed by recovery
+//! (never re-invoked), and the boundary closed as abandoned, unless a process the run's
+//! backend recorded (`PATH.exec-runs/CHAIN/`) may still be running.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use warden_contracts::{ChainId, RecordType, RuntimeProfile};
-use warden_evidence::payload::CloseDisposition;
-use warden_evidence::{GovernedStore, SqliteStore, SystemClock, record_type_str};
-use warden_executor::{Governance, GovernanceBinding, PolicySnapshotBytes, TaskBoundary};
-use warden_policy::PolicySnapshot;
+use warden_contracts::{ChainId, RuntimeProfile};
+use warden_evidence::{GovernedStore, SqliteStore, record_type_str};
+use warden_executor::{Governed, Runtime, StartupRecovery};
 use warden_sandbox::{ProcessRecords, Survivor};
 
 use crate::error::CliError;
@@ -32,15 +31,18 @@ pub(crate) fn fresh_id(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
-/// A governed run's store, task boundary and what start-up recovered.
+/// A governed run's store and chain, and what its start-up recovered.
 pub(crate) struct EvidenceRun {
     pub(crate) path: PathBuf,
     pub(crate) chain: ChainId,
-    pub(crate) governance: Governance,
+    store: Arc<dyn GovernedStore>,
+    /// No other run is in progress: this one's start-up recovers crashed runs' chains.
+    recovers: bool,
     pub(crate) recovered: Vec<Value>,
-    /// Held shared for the whole run: another run recovers open boundaries only when it can
-    /// take it exclusively, i.e. when no run is in progress.
-    _lock: std::fs::File,
+    /// Held (exclusively while this run recovers, then shared) for the whole run: another run
+    /// recovers open boundaries only when it can take it exclusively, i.e. when no run is in
+    /// progress.
+    lock: std::fs::File,
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -65,15 +67,11 @@ fn evidence_input(path: &Path, e: impl std::fmt::Display) -> CliError {
     CliError::Input(format!("--evidence {}: {e}", path.display()))
 }
 
-/// Opens the store, recovers crashed runs when no run is in progress, and opens this run's
-/// task boundary `name` (profile `certifiable`: it is closed after the call).
-pub(crate) async fn open_evidence(
-    path: &Path,
-    name: &str,
-    snapshot: &PolicySnapshot,
-) -> Result<EvidenceRun, CliError> {
-    let sqlite = Arc::new(SqliteStore::open(path).map_err(|e| evidence_input(path, e))?);
-    let store: Arc<dyn GovernedStore> = sqlite.clone();
+/// Opens the store at `path` for the run whose chain is `name`, and takes the run lock:
+/// exclusively when no run is in progress (this run's start-up then recovers), else shared.
+pub(crate) fn open_evidence(path: &Path, name: &str) -> Result<EvidenceRun, CliError> {
+    let store: Arc<dyn GovernedStore> =
+        Arc::new(SqliteStore::open(path).map_err(|e| evidence_input(path, e))?);
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -81,127 +79,109 @@ pub(crate) async fn open_evidence(
         .write(true)
         .open(lock_path(path))
         .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
-    let recovered = match lock.try_lock() {
-        Ok(()) => {
-            let recovered = recover_stale(path, &sqlite, &store).await;
-            lock.unlock()
-                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
-            lock.lock_shared()
-                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
-            recovered?
-        }
+    let recovers = match lock.try_lock() {
+        Ok(()) => true,
         Err(std::fs::TryLockError::WouldBlock) => {
             lock.lock_shared()
                 .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
-            Vec::new()
+            false
         }
         Err(std::fs::TryLockError::Error(e)) => {
             return Err(evidence_input(path, format!("lock file: {e}")));
         }
     };
-    let chain = ChainId::new(name).map_err(|e| evidence_input(path, e))?;
-    let binding = GovernanceBinding {
-        task_boundary: TaskBoundary::new(name).map_err(|e| evidence_input(path, e))?,
-        chain_id: chain.clone(),
-        policy: snapshot.reference(),
-        profile: RuntimeProfile::Certifiable,
-    };
-    let bytes = PolicySnapshotBytes::new(snapshot.reference(), snapshot.canonical_json())
-        .map_err(|e| evidence_input(path, e))?;
-    let governance = Governance::open(store, binding, &bytes, Arc::new(SystemClock))
-        .await
-        .map_err(|e| evidence_input(path, e))?;
     Ok(EvidenceRun {
         path: path.to_owned(),
-        chain,
-        governance,
-        recovered,
-        _lock: lock,
+        chain: ChainId::new(name).map_err(|e| evidence_input(path, e))?,
+        store,
+        recovers,
+        recovered: Vec::new(),
+        lock,
     })
 }
 
-/// Closes the boundaries crashed `warden exec` runs left open: resume (the chain must
-/// verify), recover every open operation (never re-invoked), close as abandoned. Fails closed
-/// on a chain that does not verify. A boundary whose call may still be running (a process the
-/// backend recorded, or one carrying its record's token, is alive) is left open, and said so: an
-/// operation is never closed while its process may still have effects.
-async fn recover_stale(
-    path: &Path,
-    sqlite: &SqliteStore,
-    store: &Arc<dyn GovernedStore>,
-) -> Result<Vec<Value>, CliError> {
-    let mut out = Vec::new();
-    for chain in sqlite.chain_ids().map_err(|e| evidence_input(path, e))? {
-        if !RUN_CHAINS.iter().any(|p| chain.as_str().starts_with(p)) {
-            continue;
+impl EvidenceRun {
+    /// The profile of a CLI run's boundary: closed at the end, so it can be certified.
+    pub(crate) const PROFILE: RuntimeProfile = RuntimeProfile::Certifiable;
+
+    /// The run's governance (profile `certifiable`: its boundary is closed at the end): when
+    /// no other run is in progress, start-up closes the boundaries crashed runs left open
+    /// (`exec-…`, `mcp-proxy-…`), except one whose call may still be running (a process the
+    /// backend recorded, or one carrying its record's token, is alive): an operation is never
+    /// closed while its process may still have effects.
+    pub(crate) fn governed(&self) -> Governed {
+        let mut governed =
+            Governed::new(Arc::clone(&self.store), self.chain.as_str()).profile(Self::PROFILE);
+        if self.recovers {
+            let path = self.path.clone();
+            governed = RUN_CHAINS
+                .iter()
+                .fold(governed, |g, prefix| g.recover_chains(*prefix))
+                .still_running(Arc::new(move |chain: &ChainId| still_running(&path, chain)));
         }
-        let Some(head) = sqlite
-            .head_sync(&chain)
-            .map_err(|e| evidence_input(path, e))?
-        else {
-            continue;
-        };
-        let last = sqlite
-            .read_sync(&chain, head.sequence.checked_sub(1), 1)
-            .map_err(|e| evidence_input(path, e))?;
-        if last
-            .first()
-            .is_some_and(|r| r.record_type == RecordType::TaskClosed)
-        {
-            continue;
-        }
-        let records = ProcessRecords::new(records_dir(path, chain.as_str()));
-        let survivors = records
-            .survivors()
-            .map_err(|e| format!("cannot read its process records: {e}"));
-        match survivors {
-            Ok(survivors) if survivors.is_empty() => {}
-            other => {
-                let why = match other {
-                    Ok(survivors) => survivors
-                        .iter()
-                        .map(survivor_text)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    Err(e) => e,
-                };
-                eprintln!(
+        governed
+    }
+
+    /// After the runtime started: says what its start-up recovered, drops the process records
+    /// of the chains it closed, and lets other runs start (the lock goes shared).
+    pub(crate) fn started(&mut self, runtime: &Runtime) -> Result<(), CliError> {
+        for r in runtime.recovered() {
+            match r {
+                StartupRecovery::Closed { chain, operations } => {
+                    // Its records name only processes that have ended.
+                    let _ = std::fs::remove_dir_all(records_dir(&self.path, chain.as_str()));
+                    eprintln!(
+                        "warden: recovered chain {chain} left open by an interrupted run: {} operation(s) closed, boundary abandoned",
+                        operations.len()
+                    );
+                    if operations.is_empty() {
+                        self.recovered.push(
+                            json!({"chain_id": chain, "operation_id": null, "terminal": null}),
+                        );
+                    }
+                    for o in operations {
+                        self.recovered.push(json!({
+                            "chain_id": chain,
+                            "operation_id": o.operation_id,
+                            "terminal": record_type_str(o.terminal),
+                        }));
+                    }
+                }
+                StartupRecovery::LeftOpen { chain, why } => eprintln!(
                     "warden: chain {chain}, left open by an interrupted run, stays open: its call may still be running ({why})"
-                );
-                continue;
+                ),
+                StartupRecovery::Resumed { .. } => {}
             }
         }
-        let (governance, recovered) = Governance::resume(
-            store.clone(),
-            chain.clone(),
-            RuntimeProfile::Certifiable,
-            Arc::new(SystemClock),
-        )
-        .await
-        .map_err(|e| evidence_input(path, format!("cannot recover chain {chain}: {e}")))?;
-        governance
-            .recorder()
-            .close(CloseDisposition::Abandoned)
-            .await
-            .map_err(|e| evidence_input(path, format!("cannot close chain {chain}: {e}")))?;
-        // Its records name only processes that have ended.
-        let _ = std::fs::remove_dir_all(records.dir());
-        eprintln!(
-            "warden: recovered chain {chain} left open by an interrupted run: {} operation(s) closed, boundary abandoned",
-            recovered.len()
-        );
-        if recovered.is_empty() {
-            out.push(json!({"chain_id": chain, "operation_id": null, "terminal": null}));
+        if self.recovers {
+            self.recovers = false;
+            let path = &self.path;
+            self.lock
+                .unlock()
+                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
+            self.lock
+                .lock_shared()
+                .map_err(|e| evidence_input(path, format!("lock file: {e}")))?;
         }
-        for r in recovered {
-            out.push(json!({
-                "chain_id": chain,
-                "operation_id": r.operation_id,
-                "terminal": record_type_str(r.terminal),
-            }));
-        }
+        Ok(())
     }
-    Ok(out)
+}
+
+/// Why an interrupted run's chain must stay open, if it must: a process its backend recorded
+/// may still be running, or its records cannot be read.
+fn still_running(path: &Path, chain: &ChainId) -> Option<String> {
+    let records = ProcessRecords::new(records_dir(path, chain.as_str()));
+    match records.survivors() {
+        Ok(survivors) if survivors.is_empty() => None,
+        Ok(survivors) => Some(
+            survivors
+                .iter()
+                .map(survivor_text)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        Err(e) => Some(format!("cannot read its process records: {e}")),
+    }
 }
 
 /// A survivor, and what lets recovery close its chain.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use warden_evidence::payload::CloseDisposition;
-use warden_executor::Registry;
+use warden_executor::{Governance, Registry};
 use warden_mcp::admission::ConnectionLimiter;
 use warden_mcp::discovery::{LIST_TIMEOUT, ServerConnection};
 use warden_mcp::pins::{PinState, Pins};
@@ -229,8 +229,8 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
     let mut pins = Pins::load(&pins_path).map_err(|e| CliError::Input(e.to_string()))?;
     let (backend, rt) = contained_runtime()?;
     rt.block_on(async {
-        let evidence = match &a.evidence {
-            Some(path) => Some(open_evidence(path, &fresh_id("mcp-proxy"), &snapshot).await?),
+        let mut evidence = match &a.evidence {
+            Some(path) => Some(open_evidence(path, &fresh_id("mcp-proxy"))?),
             None => None,
         };
         let mut registry = Registry::new();
@@ -240,15 +240,23 @@ pub(crate) fn proxy(a: &ProxyArgs) -> Result<ExitCode, CliError> {
         // The contract: own names with exactly one `--server`, `{server}__{tool}` otherwise.
         let options = ProxyOptions {
             single: a.servers.len() == 1,
-            governance: evidence.as_ref().map(|ev| ev.governance.clone()),
+            governed: evidence.as_ref().map(EvidenceRun::governed),
         };
         let proxy = Proxy::new(registry, Arc::clone(&snapshot), tools, options)
-            .map_err(CliError::Input)?
+            .await
+            .map_err(|e| match &a.evidence {
+                Some(path) => CliError::Input(format!("--evidence {}: {e}", path.display())),
+                None => CliError::Input(e),
+            })?
             .watching(connections, pins);
+        if let Some(ev) = &mut evidence {
+            ev.started(proxy.runtime())?;
+        }
+        let governance = proxy.runtime().governance().cloned();
         let served = proxy.serve_stdio().await.map_err(CliError::Input);
         drop(running);
-        if let Some(ev) = &evidence {
-            close_session(ev).await;
+        if let (Some(ev), Some(governance)) = (&evidence, &governance) {
+            close_session(ev, governance).await;
         }
         served?;
         Ok(ExitCode::SUCCESS)
@@ -339,9 +347,8 @@ async fn start_all(
 /// Closes the session's task boundary and says where its evidence is (on stderr: stdout is
 /// the client's). A boundary that cannot be closed (an operation still open) is recovered by
 /// the next run.
-async fn close_session(ev: &EvidenceRun) {
-    match ev
-        .governance
+async fn close_session(ev: &EvidenceRun, governance: &Governance) {
+    match governance
         .recorder()
         .close(CloseDisposition::Completed)
         .await

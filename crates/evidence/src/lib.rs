@@ -54,6 +54,7 @@
 #![deny(missing_docs)]
 
 mod certificate;
+#[cfg(feature = "checkpoints")]
 mod checkpoint;
 mod error;
 mod facts;
@@ -75,6 +76,7 @@ mod verify;
 pub use certificate::{
     Certificate, CertificateRefusal, GateSummary, Grade, certify, certify_records,
 };
+#[cfg(feature = "checkpoints")]
 pub use checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, SigningKey, VerifyingKey, read_signing_key, read_verifying_key,
 };

@@ -108,7 +108,7 @@ pub enum ComposeError {
         chain: String,
         /// What failed.
         #[source]
-        source: GovernanceError,
+        source: Box<GovernanceError>,
     },
     /// The runtime's own chain is closed: a closed task boundary is never reopened.
     #[error("chain {chain} is closed: a runtime continues an open chain or starts a new one")]
@@ -562,16 +562,19 @@ async fn start_governed(
     })?;
     let failed = |chain: &ChainId| {
         let chain = chain.to_string();
-        move |source: GovernanceError| ComposeError::Governance { chain, source }
+        move |source: GovernanceError| ComposeError::Governance {
+            chain,
+            source: Box::new(source),
+        }
     };
     let store_failed = |chain: &ChainId| {
         let chain = chain.to_string();
         move |source: warden_contracts::EvidenceError| ComposeError::Governance {
             chain,
-            source: GovernanceError::Evidence {
+            source: Box::new(GovernanceError::Evidence {
                 call_executed: false,
                 source,
-            },
+            }),
         }
     };
     if !governed.prefixes.is_empty() {
@@ -658,10 +661,10 @@ async fn start_governed(
 async fn is_open(governed: &Governed, chain: &ChainId) -> Result<bool, ComposeError> {
     let failed = |source| ComposeError::Governance {
         chain: chain.to_string(),
-        source: GovernanceError::Evidence {
+        source: Box::new(GovernanceError::Evidence {
             call_executed: false,
             source,
-        },
+        }),
     };
     let Some(head) = governed.store.head(chain).await.map_err(failed)? else {
         return Ok(false);
@@ -671,9 +674,9 @@ async fn is_open(governed: &Governed, chain: &ChainId) -> Result<bool, ComposeEr
         .read(chain, head.sequence.checked_sub(1), 1)
         .await
         .map_err(failed)?;
-    Ok(!last
+    Ok(last
         .first()
-        .is_some_and(|r| r.record_type == warden_contracts::RecordType::TaskClosed))
+        .is_none_or(|r| r.record_type != warden_contracts::RecordType::TaskClosed))
 }
 
 /// Request ids: this runtime's start time and a counter.
@@ -815,8 +818,10 @@ impl Runtime {
         }
     }
 
-    /// The request a call becomes, with a fresh id; an invalid name or arguments is a denial.
-    fn request(&self, call: &ToolCall) -> Result<ExecutionRequest, Box<ExecutionOutcome>> {
+    /// The request a call becomes, in this runtime's scope and with a fresh id (for
+    /// compositions that run requests through [`Self::executor`] themselves); an invalid
+    /// tool name, arguments or idempotency key is the denial [`Self::run`] would answer.
+    pub fn request(&self, call: &ToolCall) -> Result<ExecutionRequest, Box<ExecutionOutcome>> {
         let request_id = self.ids.next();
         let refuse = |code: ReasonCode, message: String| {
             Box::new(ExecutionOutcome::Denied {

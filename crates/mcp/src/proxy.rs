@@ -34,14 +34,13 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 use warden_contracts::{
-    ActionRef, BackendRef, ContextId, ExecutionContext, ExecutionOutcome, ExecutionRequest,
-    ExecutionScopeRef, PrincipalId, PrincipalKind, PrincipalRef, RequestId, ScopeId,
+    ActionRef, ExecutionOutcome, ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind,
+    PrincipalRef, RequestId,
 };
 use warden_executor::{
-    ActionExecutor, ApprovalError, CancelToken, ContentGuard, ExecuteOptions, Governance, Handlers,
-    Registry, ReviewLoop, Scope, SnapshotPolicy, Tool,
+    ApprovalError, CancelToken, ExecuteOptions, Governed, Registry, ReviewLoop, Runtime, Tool,
 };
-use warden_policy::{GuardSet, Guards, PolicySnapshot, SecretAction};
+use warden_policy::PolicySnapshot;
 
 use crate::discovery::ServerConnection;
 use crate::elicit::ClientApproval;
@@ -69,19 +68,18 @@ pub struct Offered {
 pub struct ProxyOptions {
     /// There is exactly one upstream server: its tools keep their own names.
     pub single: bool,
-    /// Govern every call: one operation per call on this task boundary's chain.
-    pub governance: Option<Governance>,
+    /// Govern every call: one operation per call on this chain (start-up recovers as
+    /// [`Governed`] says).
+    pub governed: Option<Governed>,
 }
 
 /// The proxy's state.
 #[derive(Debug)]
 pub struct Proxy {
-    executor: Arc<ActionExecutor>,
+    runtime: Runtime,
     policy: Arc<PolicySnapshot>,
     offered: Vec<Offered>,
     calls: AtomicU64,
-    scope: ExecutionScopeRef,
-    context: ExecutionContext,
     watch: Option<Watch>,
     asker: Arc<ClientApproval>,
     review: ReviewLoop,
@@ -101,13 +99,13 @@ impl Proxy {
     /// definition as the server sent it), deciding with `policy`. The executor is composed
     /// here, from the policy: every table the proxy honours is installed, none is left to the
     /// caller.
-    pub fn new(
+    pub async fn new(
         registry: Registry,
         policy: Arc<PolicySnapshot>,
         tools: Vec<(Arc<McpTool>, Value)>,
         options: ProxyOptions,
     ) -> Result<Self, String> {
-        let executor = Arc::new(compose(registry, &policy, options.governance)?);
+        let runtime = compose(registry, &policy, options.governed).await?;
         let offered = tools
             .into_iter()
             .map(|(tool, definition)| {
@@ -124,16 +122,13 @@ impl Proxy {
                 }
             })
             .collect();
-        let (scope, context) = context()?;
         let asker = Arc::new(ClientApproval::new());
         let review = ReviewLoop::new(Arc::clone(&asker) as _).with_timeout(QUESTION_TIMEOUT);
         Ok(Self {
-            executor,
+            runtime,
             policy,
             offered,
             calls: AtomicU64::new(0),
-            scope,
-            context,
             watch: None,
             asker,
             review,
@@ -191,6 +186,11 @@ impl Proxy {
         }
     }
 
+    /// The runtime every call goes through (its governance, to close the session's boundary).
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     /// What `tools/list` offers now: pinned, unquarantined, not removed by a bare deny.
     pub fn offered(&self) -> Vec<&Offered> {
         let names: Vec<&str> = self
@@ -246,7 +246,8 @@ impl Proxy {
             return error_result(&format!("no tool `{name}` is offered by this proxy"));
         };
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let request = match request(offered.tool.descriptor().name(), arguments, n, &self.scope) {
+        let scope = self.runtime.context().execution_scope();
+        let request = match request(offered.tool.descriptor().name(), arguments, n, scope) {
             Ok(req) => req,
             Err(e) => return error_result(&e),
         };
@@ -262,10 +263,11 @@ impl Proxy {
         let (progress, forwarded) = forward_progress(client);
         let outcome = relay::scope(progress.clone(), async {
             let outcome = self
-                .executor
+                .runtime
+                .executor()
                 .execute_with(
                     request.clone(),
-                    &self.context,
+                    self.runtime.context(),
                     ExecuteOptions::new().cancel(cancel.clone()),
                 )
                 .await;
@@ -301,9 +303,9 @@ impl Proxy {
         match self
             .review
             .resolve_cancellable(
-                &self.executor,
+                self.runtime.executor(),
                 request,
-                &self.context,
+                self.runtime.context(),
                 &outcome,
                 Some(cancel),
             )
@@ -333,41 +335,29 @@ impl Proxy {
     }
 }
 
-/// The executor for the proxy: the policy's decisions, its `[guards]` on arguments, and its
-/// `[guards]` (with secrets redacted under `redact_results`) on results; governed when asked.
-fn compose(
+/// The proxy's runtime: everything the policy declares installed (its `[guards]` on
+/// arguments and results), with secrets redacted in results under `redact_results`; calls run
+/// as the MCP client, an agent; governed when asked.
+async fn compose(
     registry: Registry,
     policy: &Arc<PolicySnapshot>,
-    governance: Option<Governance>,
-) -> Result<ActionExecutor, String> {
-    let handlers = Handlers::new()
-        .transform(Scope::All, Arc::new(ContentGuard::of(policy)))
-        .post(
-            Scope::All,
-            Arc::new(ContentGuard::new(result_guards(policy)?)),
-        );
-    let mut builder = ActionExecutor::builder(registry)
-        .policy(Arc::new(SnapshotPolicy::new(Arc::clone(policy))))
-        .handlers(handlers);
-    if let Some(governance) = governance {
-        builder = builder.governance(governance);
+    governed: Option<Governed>,
+) -> Result<Runtime, String> {
+    let client = PrincipalRef {
+        id: PrincipalId::new("mcp-client").map_err(|e| e.to_string())?,
+        kind: PrincipalKind::Agent,
+    };
+    let mut builder = Runtime::builder(Arc::clone(policy))
+        .tools(registry)
+        .principal(client)
+        .scope("mcp-proxy");
+    if policy.mcp().settings.redact_results {
+        builder = builder.redact_results();
     }
-    builder.build().map_err(|e| e.to_string())
-}
-
-/// The guards results pass: the policy's, and with `redact_results` secrets redacted at
-/// least (a policy that blocks secrets keeps blocking them).
-fn result_guards(policy: &PolicySnapshot) -> Result<GuardSet, String> {
-    let guards = policy.guards();
-    if !policy.mcp().settings.redact_results {
-        return Ok(guards.clone());
+    if let Some(governed) = governed {
+        builder = builder.governed(governed);
     }
-    let redact = GuardSet::new(Guards {
-        secrets: SecretAction::Redact,
-        ..Guards::default()
-    })
-    .map_err(|e| e.to_string())?;
-    Ok(guards.strictest(&redact))
+    builder.build().await.map_err(|e| e.to_string())
 }
 
 /// Where a call's upstream progress goes: to the client under its own token, when it sent
@@ -445,23 +435,6 @@ fn request(
         scope.clone(),
     )
     .map_err(|e| e.to_string())
-}
-
-/// The scope and context every proxied call runs in.
-fn context() -> Result<(ExecutionScopeRef, ExecutionContext), String> {
-    let scope = ExecutionScopeRef::Ephemeral {
-        scope_id: ScopeId::new("mcp-proxy").map_err(|e| e.to_string())?,
-    };
-    let context = ExecutionContext::new(
-        ContextId::new("mcp-proxy").map_err(|e| e.to_string())?,
-        scope.clone(),
-        PrincipalRef {
-            id: PrincipalId::new("mcp-client").map_err(|e| e.to_string())?,
-            kind: PrincipalKind::Agent,
-        },
-        BackendRef::new("in_process").map_err(|e| e.to_string())?,
-    );
-    Ok((scope, context))
 }
 
 impl ServerHandler for Proxy {

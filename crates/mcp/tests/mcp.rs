@@ -724,9 +724,10 @@ mod proxy {
             .collect();
         let options = ProxyOptions {
             single: true,
-            governance: None,
+            governed: None,
         };
         let proxy = Proxy::new(registry, snapshot, tools, options)
+            .await
             .unwrap()
             .watching(vec![c], pins);
         let (client_end, proxy_end) = tokio::io::duplex(1 << 20);
