@@ -27,6 +27,7 @@
 //! assert_eq!(env.keys().collect::<Vec<_>>(), ["PATH"]);
 //! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod admission;
 mod client;

@@ -19,6 +19,7 @@
 //! **Must never:** hold or invoke a tool. It is the one crate allowed `unsafe` (for pre-exec
 //! work), and it carries none.
 #![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 mod backend;
 mod capture;
