@@ -7,15 +7,18 @@
 //! 3. `test-servers`: what the MCP tests run against (the reference servers from the committed
 //!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
 //! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
-//! 5. `feature-sets`: each documented feature set that is not the default builds clean
+//! 5. `examples`: every crate example runs and exits 0 ([`examples`])
+//! 6. `feature-sets`: each documented feature set that is not the default builds clean
 //!    ([`FEATURE_SETS`]: evidence without SQLite and checkpoints; the executor without
-//!    `governed`; the policy crate without receipts, its unit tests included); every command runs, whatever an earlier one did
-//! 6. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
+//!    `governed`; the policy crate without receipts, its unit tests included), and each
+//!    promised footprint holds ([`FOOTPRINTS`]: crates a set's `cargo tree -e normal` lacks);
+//!    every command runs, whatever an earlier one did
+//! 7. `cargo doc --no-deps --workspace` with `RUSTDOCFLAGS=-D warnings` (API docs build clean:
 //!    no broken intra-doc link)
-//! 7. `bypass-check` (layering and the invocation boundary)
-//! 8. `tidy` (house conventions, paths and anchors)
-//! 9. `schemas --check` (checked-in JSON Schemas are current)
-//! 10. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
+//! 8. `bypass-check` (layering and the invocation boundary)
+//! 9. `tidy` (house conventions, paths and anchors)
+//! 10. `schemas --check` (checked-in JSON Schemas are current)
+//! 11. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
 //!     workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
 //!     the lock file first; `advisories` needs a network these machines do not have)
 
@@ -75,6 +78,98 @@ const FEATURE_SETS: &[&[&str]] = &[
         "--lib",
     ],
 ];
+
+/// A feature set's dependency footprint promise: crates its normal dependency tree
+/// (`cargo tree -e normal`) must not contain (docs/guide/embedding.md has the table).
+struct Footprint {
+    /// The package and feature flags.
+    args: &'static [&'static str],
+    /// Crates that must be absent.
+    absent: &'static [&'static str],
+}
+
+/// The promises the guide makes about the layers a composer can take alone.
+const FOOTPRINTS: &[Footprint] = &[
+    Footprint {
+        args: &["-p", "warden-policy", "--no-default-features"],
+        absent: &["tokio", "rusqlite", "ed25519-dalek"],
+    },
+    Footprint {
+        args: &["-p", "warden-evidence", "--no-default-features"],
+        absent: &["rusqlite", "ed25519-dalek"],
+    },
+    Footprint {
+        args: &["-p", "warden-executor"],
+        absent: &["rusqlite", "ed25519-dalek"],
+    },
+];
+
+impl Footprint {
+    /// Whether the set's tree holds none of the absent crates (each one found is printed).
+    fn holds(&self, root: &Path) -> anyhow::Result<bool> {
+        let output = command(cargo_program())
+            .args(["tree", "-e", "normal", "--prefix", "none"])
+            .args(self.args)
+            .current_dir(root)
+            .output()
+            .context("running cargo tree")?;
+        if !output.status.success() {
+            eprintln!(
+                "cargo tree {} failed: {}",
+                self.args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return Ok(false);
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        let found: Vec<&str> = self
+            .absent
+            .iter()
+            .copied()
+            .filter(|name| tree.lines().any(|l| l.split(' ').next() == Some(*name)))
+            .collect();
+        for name in &found {
+            eprintln!(
+                "footprint: `cargo tree -e normal {}` contains {name}, which the guide promises it does not",
+                self.args.join(" ")
+            );
+        }
+        Ok(found.is_empty())
+    }
+}
+
+/// Runs every crate example (`crates/*/examples/*.rs`): each exits non-zero when what it
+/// shows does not hold, so the examples the guide quotes are tests too.
+fn examples(root: &Path) -> anyhow::Result<bool> {
+    let mut passed = true;
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    crates.sort();
+    for dir in crates {
+        let Ok(entries) = std::fs::read_dir(dir.join("examples")) else {
+            continue;
+        };
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .with_context(|| format!("reading {}", dir.join("Cargo.toml").display()))?;
+        let package = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \"")?.strip_suffix('"'))
+            .with_context(|| format!("{}: no package name", dir.display()))?
+            .to_owned();
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .filter_map(|p| Some(p.file_stem()?.to_str()?.to_owned()))
+            .collect();
+        names.sort();
+        for name in names {
+            println!("==> example {package}/{name}");
+            passed &= cargo(root, &["run", "-q", "-p", &package, "--example", &name])?;
+        }
+    }
+    Ok(passed)
+}
 
 /// One step of the run.
 struct Step<'a> {
@@ -152,11 +247,18 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
             run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
         },
         Step {
+            name: "examples",
+            run: Box::new(move || examples(root)),
+        },
+        Step {
             name: "feature-sets",
             run: Box::new(move || {
                 let mut passed = true;
                 for args in FEATURE_SETS {
                     passed &= cargo(root, args)?;
+                }
+                for footprint in FOOTPRINTS {
+                    passed &= footprint.holds(root)?;
                 }
                 Ok(passed)
             }),
