@@ -15,7 +15,7 @@
 //! - Progress the server reports on a call reaches the client under the client's progress
 //!   token; a call the client cancels is cancelled in the executor (recorded as such when
 //!   governed) and on the server.
-//! - Governed ([`ProxyOptions::governance`]), every call is one operation on the task
+//! - Governed ([`ProxyOptions::governed`]), every call is one operation on the task
 //!   boundary's chain: decided, invoked and ended, with hash-chained evidence.
 //! - Upstream servers are never sent the client's roots (Warden's client declares none), so
 //!   a server that would replace its own allow-list with the client's roots keeps its own.
