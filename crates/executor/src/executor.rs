@@ -72,6 +72,7 @@ impl ExecuteOptions {
 }
 
 /// Builds an [`ActionExecutor`]. A policy evaluator is required (no policy, no execution).
+/// Low-level: for a Warden policy, [`crate::Runtime`] composes this builder from the policy.
 pub struct ExecutorBuilder {
     registry: Registry,
     policies: Vec<Arc<dyn PolicyEvaluator>>,
@@ -542,7 +543,9 @@ enum Ended {
 }
 
 impl ActionExecutor {
-    /// Starts a builder over a registry (frozen by [`ExecutorBuilder::build`]).
+    /// Starts a builder over a registry (frozen by [`ExecutorBuilder::build`]). This is the
+    /// low-level composition: it installs nothing a Warden policy declares. For a
+    /// `warden-policy` snapshot use [`crate::Runtime`], which installs every table or refuses.
     pub fn builder(registry: Registry) -> ExecutorBuilder {
         ExecutorBuilder::new(registry)
     }
