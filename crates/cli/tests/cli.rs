@@ -30,6 +30,8 @@ mod fail_open;
 mod first_use;
 #[path = "support/guard.rs"]
 mod guard;
+#[path = "support/guide.rs"]
+mod guide;
 #[path = "support/hook.rs"]
 mod hook;
 #[path = "support/killed_exec.rs"]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The repository's root.
-fn repo() -> PathBuf {
+pub(super) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -95,25 +95,35 @@ fn header_commands(text: &str) -> Vec<String> {
     commands(quoted)
 }
 
-/// The example files: everything under `examples/` that can carry a header comment.
+/// The example files: everything under `examples/` that can carry a header comment. The Cargo
+/// workspace `examples/custom-runtime/` is Rust sources and manifests, whose comments are not
+/// commands, so it is skipped, and so is any `Cargo.toml`.
 fn example_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
+        let name = path.file_name().unwrap_or_default();
         if path.is_dir() {
-            example_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "toml") {
+            if name != "custom-runtime" && name != "target" {
+                example_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "toml") && name != "Cargo.toml" {
             out.push(path);
         }
     }
     out.sort();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a folder, leaving out build output: any `target` folder (the Cargo workspace under
+/// `examples/custom-runtime/` builds into one).
+pub(super) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();
         let target = to.join(path.file_name().unwrap());
         if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
             copy_dir(&path, &target);
         } else {
             std::fs::copy(&path, &target).unwrap();
