@@ -418,10 +418,15 @@ impl LoadedPolicy {
         })
     }
 
-    /// The line on which `needle` first appears in the file's text, if it does.
+    /// The line on which `needle` first appears in the file's text outside a TOML comment
+    /// line, if it does (a comment mentioning a key is not where the key is declared).
     pub(crate) fn line_of(&self, needle: &str) -> Option<usize> {
+        let comment =
+            |line: &str| self.format == Format::Toml && line.trim_start().starts_with('#');
         self.text
-            .find(needle)
-            .map(|i| line_of_offset(&self.text, i))
+            .lines()
+            .enumerate()
+            .find(|(_, line)| !comment(line) && line.contains(needle))
+            .map(|(n, _)| n + 1)
     }
 }

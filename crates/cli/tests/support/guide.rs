@@ -20,6 +20,16 @@
 //!   (a digest, a temporary path, a time), and each run of white space counts as one space
 //!   (table columns are as wide as their widest cell).
 //! - A ```` ```json ```` block is shown, not run: it must be valid JSON.
+//! - A ```` ```rust ```` block, or a ```` ```toml ```` block starting with `# from: PATH`, is
+//!   quoted from a file the test suite runs: its first line is `// from: PATH` (or `# from:
+//!   PATH`), PATH is a crate example (`crates/*/examples/*.rs`, run by `cargo xtask ci`, step
+//!   examples) or a file of the example workspace `examples/custom-runtime/` (step
+//!   custom-runtime), and the rest of the block must appear in that file verbatim.
+//! - `cargo run -p PACKAGE --example NAME` is not run here (a test cannot run cargo in the
+//!   build it is part of): the example must exist, and the `examples` step of `cargo xtask ci`
+//!   runs it, where it fails unless what it shows holds. Commands that build or run the
+//!   example workspace (`cargo … --manifest-path examples/custom-runtime/…`) are the
+//!   `custom-runtime` step's.
 //! - Any other block, a block without a language, or a ```` ```text ```` block that follows no
 //!   single command, fails the test, naming the chapter and the line.
 //!
@@ -39,17 +49,18 @@ const GUIDE: &str = "docs/guide";
 
 /// The chapters, in the order the index (docs/guide/README.md) lists them; each has a test
 /// below.
-const CHAPTERS: [&str; 5] = [
+const CHAPTERS: [&str; 6] = [
     "start.md",
     "policies.md",
     "claude-code.md",
     "mcp.md",
     "evidence.md",
+    "embedding.md",
 ];
 
 /// Chapters the index already names that are not written yet. Once one exists it must move to
 /// [`CHAPTERS`] and get a test of its own.
-const PLANNED: [&str; 1] = ["embedding.md"];
+const PLANNED: [&str; 0] = [];
 
 /// A command the guide quotes that the test does not run, and what it does instead.
 struct StandIn {
@@ -104,6 +115,12 @@ enum Step {
     },
     /// Run a command.
     Run(Run),
+    /// Check that a quoted text is part of a file the test suite runs.
+    Quote {
+        line: usize,
+        path: String,
+        text: String,
+    },
 }
 
 /// A command to run and what it must do.
@@ -247,6 +264,33 @@ fn steps(text: &str) -> Result<Vec<Step>, String> {
                     return Err(format!("line {at}: an empty text block"));
                 }
             }
+            "rust" | "toml" if quoted_from(&block).is_some() => {
+                let path = quoted_from(&block).unwrap_or_default();
+                if !runnable_source(&path) {
+                    return Err(format!(
+                        "line {at}: `{path}` is not a file the test suite runs (a crate example or a file of examples/custom-runtime/)"
+                    ));
+                }
+                let text: String = block.body[1..]
+                    .iter()
+                    .map(|(_, l)| format!("{l}\n"))
+                    .collect();
+                if text.trim().is_empty() {
+                    return Err(format!(
+                        "line {at}: a quote of `{path}` that quotes nothing"
+                    ));
+                }
+                steps.push(Step::Quote {
+                    line: at,
+                    path,
+                    text,
+                });
+            }
+            "rust" => {
+                return Err(format!(
+                    "line {at}: a rust block starts with `// from: PATH`, the file it quotes"
+                ));
+            }
             "toml" | "python" => {
                 let (_, first) = block
                     .body
@@ -284,7 +328,7 @@ fn steps(text: &str) -> Result<Vec<Step>, String> {
             other => {
                 return Err(format!(
                     "line {at}: a `{other}` block, which this test can neither run nor check \
-                     (sh, text, toml, python and json are known)"
+                     (sh, text, toml, python, json, and rust quoting a file are known)"
                 ));
             }
         }
@@ -302,6 +346,41 @@ fn steps(text: &str) -> Result<Vec<Step>, String> {
         }
     }
     Ok(steps)
+}
+
+/// The file a quoting block names on its first line (`// from: PATH` or `# from: PATH`).
+fn quoted_from(block: &Block) -> Option<String> {
+    let (_, first) = block.body.first()?;
+    let first = first.trim();
+    let path = first
+        .strip_prefix("// from:")
+        .or_else(|| first.strip_prefix("# from:"))?
+        .trim();
+    (!path.is_empty()).then(|| path.to_owned())
+}
+
+/// Whether `path` (from the repository root) is run by the test suite: a crate example or a
+/// file of the example workspace.
+fn runnable_source(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let example = matches!(parts[..], ["crates", _, "examples", file] if file.ends_with(".rs"));
+    let workspace = path.starts_with("examples/custom-runtime/") && !parts.contains(&"..");
+    (example || workspace) && repo().join(path).is_file()
+}
+
+/// Why a cargo command the guide quotes is not run here, if it is one the CI runs instead:
+/// a crate example (step examples) or the example workspace (step custom-runtime).
+fn run_by_ci(command: &str) -> Option<String> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    if let ["cargo", "run", "-p", package, "--example", name] = words[..] {
+        let dir = package.strip_prefix("warden-")?;
+        let file = format!("crates/{dir}/examples/{name}.rs");
+        return runnable_source(&file)
+            .then(|| format!("`cargo xtask ci` (step examples) runs {file}"));
+    }
+    (words.first() == Some(&"cargo")
+        && command.contains("--manifest-path examples/custom-runtime/Cargo.toml"))
+    .then(|| "`cargo xtask ci` (step custom-runtime) runs the example workspace".to_owned())
 }
 
 /// Whether `expected` (with `…` standing for any text) appears in one line of `output`, each
@@ -384,8 +463,23 @@ fn run_chapter(chapter: &str) {
                 std::fs::write(&path, text)
                     .unwrap_or_else(|e| panic!("{file}:{line}: writing {name}: {e}"));
             }
+            Step::Quote { line, path, text } => {
+                let source = std::fs::read_to_string(root.join(path)).unwrap();
+                assert!(
+                    source.contains(text.as_str()),
+                    "{file}:{line}: the block quoting {path} is not in it verbatim:\n{text}"
+                );
+            }
             Step::Run(step) => {
                 let at = format!("{file}:{}", step.line);
+                if let Some(why) = run_by_ci(&step.command) {
+                    assert!(
+                        step.expect.is_empty(),
+                        "{at}: `{}` is run by CI, not here ({why}): show no output for it",
+                        step.command
+                    );
+                    continue;
+                }
                 if let Some(s) = STAND_INS.iter().find(|s| s.command == step.command) {
                     assert!(!s.why.is_empty());
                     stand_in(s, &dir, &at);
@@ -442,6 +536,11 @@ fn guide_mcp_runs_as_written() {
 #[test]
 fn guide_evidence_runs_as_written() {
     run_chapter("evidence.md");
+}
+
+#[test]
+fn guide_embedding_runs_as_written() {
+    run_chapter("embedding.md");
 }
 
 /// The index lists every chapter in order (the planned ones last), every page of the guide is
@@ -524,7 +623,14 @@ fn guide_convention_is_read_as_documented() {
         ]
     );
     for (bad, why) in [
-        ("```rust\nfn main() {}\n```\n", "`rust` block"),
+        (
+            "```rust\nfn main() {}\n```\n",
+            "starts with `// from: PATH`",
+        ),
+        (
+            "```rust\n// from: crates/cli/src/main.rs\nfn main() {}\n```\n",
+            "not a file the test suite runs",
+        ),
         ("```\nplain\n```\n", "without a language"),
         ("```text\nout\n```\n", "must directly follow"),
         ("```sh\na\nb\n```\n```text\nout\n```\n", "holds 2"),

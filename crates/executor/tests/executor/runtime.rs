@@ -507,3 +507,29 @@ fn a_governed_runtime_resumes_its_open_chain_and_recovers_interrupted_runs() {
         .unwrap();
     assert!(!report.is_empty());
 }
+
+#[test]
+fn the_hints_of_the_runtimes_own_tools_are_believed_by_modes() {
+    let rt = rt();
+    let tools = Tools::new();
+    let snapshot = Arc::new(
+        PolicySnapshot::from_toml(
+            "default = \"allow\"\n[modes]\nactive = [\"plan_only\"]\n",
+            "/repo",
+        )
+        .unwrap(),
+    );
+    let runtime = rt
+        .block_on(Runtime::builder(snapshot).tools(tools.registry()).build())
+        .unwrap();
+    // Read-only by its own descriptor: plan_only lets it run.
+    assert!(
+        rt.block_on(runtime.execute("read_note", json!({"id": 1})))
+            .is_success()
+    );
+    // Destructive: plan_only denies it, naming the mode.
+    let o = rt.block_on(runtime.execute("delete_note", json!({"id": 1})));
+    assert_eq!(o.status(), "denied", "{o:?}");
+    assert!(format!("{o:?}").contains("plan_only"), "{o:?}");
+    assert_eq!(tools.delete.calls(), 0);
+}
