@@ -21,6 +21,9 @@
 //! 11. `cargo deny check licenses bans sources` (installs the pinned `cargo-deny` into the
 //!     workspace's `.tools/` when it is missing, and fetches every platform's dependencies from
 //!     the lock file first; `advisories` needs a network these machines do not have)
+//! 12. `custom-runtime`: the example workspace examples/custom-runtime, checked as its user
+//!     would (fmt, clippy, build, test), its scripted runtime exits 0, its own bypass-check
+//!     passes, and catches a violation planted in a copy ([`crate::custom_runtime`])
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -283,6 +286,10 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
             name: "deny",
             run: Box::new(move || deny(root)),
         },
+        Step {
+            name: "custom-runtime",
+            run: Box::new(move || crate::custom_runtime::run(root)),
+        },
     ]
 }
 
@@ -322,11 +329,11 @@ pub(crate) fn summary(results: &[(&str, StepResult, Duration)]) -> String {
 
 // xtask owns these subprocesses: it is tooling, outside the runtime layers.
 #[allow(clippy::disallowed_methods)]
-fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub(crate) fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     Command::new(program)
 }
 
-fn cargo_program() -> String {
+pub(crate) fn cargo_program() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 

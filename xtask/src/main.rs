@@ -3,6 +3,7 @@
 //! - `bypass-check`: layering and the invocation boundary (see `warden-bypass-check`);
 //! - `tidy`: the house conventions (docs/conventions.md);
 //! - `schemas [--check]`: write or verify the JSON Schemas under `docs/schemas/`;
+//! - `custom-runtime`: the example workspace examples/custom-runtime (also a step of `ci`);
 //! - `ci`: everything CI runs, in order.
 //!
 //! Exit codes: 0 ok, 1 a check failed, 2 usage error.
@@ -15,13 +16,15 @@
 
 mod bypass;
 mod ci;
+mod custom_runtime;
 mod schemas;
 mod tidy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask <bypass-check | tidy | schemas [--check] | ci>";
+const USAGE: &str =
+    "usage: cargo xtask <bypass-check | tidy | schemas [--check] | custom-runtime | ci>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Some("bypass-check") => bypass::run(&root, &args[1..]),
         Some("tidy") => tidy::run(&root),
         Some("schemas") => schemas::run(&root, &args[1..]),
+        Some("custom-runtime") => custom_runtime::run(&root),
         Some("ci") => ci::run(&root),
         _ => {
             eprintln!("{USAGE}");
