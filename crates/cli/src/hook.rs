@@ -1,5 +1,8 @@
-//! `warden hook claude-code` (a contract: docs/design/hooks.md#claude-code): one Claude Code hook
-//! event on stdin, one answer on stdout, and an exit code Claude Code cannot misread.
+//! `warden hook claude-code|codex|gemini`: one provider hook event on stdin, one answer on
+//! stdout/stderr, and an exit code the provider cannot misread (Claude Code: a contract,
+//! docs/design/hooks.md#claude-code; Codex: docs/codex.md; Gemini CLI: docs/gemini.md). The three
+//! share one decision path: guards on the input, the policy, the journal; only parsing, the
+//! tool mapping and the answer's shape are the provider's.
 //!
 //! Claude Code fails *open* on anything but exit 2 (a crash, exit 1, a timeout, output it
 //! cannot parse all let the call proceed), so every failure here, panics included, ends in
@@ -29,6 +32,8 @@ use warden_evidence::{
     ProviderObservation, Reporter, SqliteStore,
 };
 use warden_harness::claude_code::{self, HookEvent, ToolEvent};
+use warden_harness::hook::{self, HookAnswer, HookError, Mapped, ToolRequest};
+use warden_harness::{codex, gemini};
 use warden_policy::{Decision, Finding, GuardOutcome, PolicySnapshot, Verdict, edge};
 
 use crate::error::CliError;
@@ -40,69 +45,152 @@ const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
 /// The hook timeout written into the settings fragment, in seconds.
 const HOOK_TIMEOUT_SECS: u32 = 10;
 
+/// The hook timeout written into Gemini CLI's settings fragment, in milliseconds.
+const GEMINI_TIMEOUT_MS: u32 = HOOK_TIMEOUT_SECS * 1000;
+
 /// `warden hook <provider>`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum HookCommand {
     /// Answer one Claude Code PreToolUse/PostToolUse hook event read from stdin.
-    ClaudeCode(ClaudeCodeArgs),
+    ClaudeCode(HookArgs),
+    /// Answer one Codex PreToolUse hook event read from stdin (deny and ask block: exit 2,
+    /// the reason on stderr).
+    Codex(HookArgs),
+    /// Answer one Gemini CLI BeforeTool hook event read from stdin.
+    Gemini(HookArgs),
 }
 
-/// `warden hook claude-code`.
+/// `warden hook <provider>`'s flags.
 #[derive(Debug, Args)]
-pub(crate) struct ClaudeCodeArgs {
+pub(crate) struct HookArgs {
     #[command(flatten)]
     policy: crate::PolicyArgs,
     /// Journal verdicts and the provider's reports of what ran to this SQLite store.
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
-    /// Print the settings.json fragment that installs this hook, and exit.
+    /// Print the provider's settings fragment that installs this hook, and exit.
     #[arg(long)]
     print_settings: bool,
 }
 
 /// What the hook answers: stdout, stderr and the exit code.
-struct Answer {
-    stdout: Option<String>,
-    stderr: Option<String>,
-    code: u8,
+type Answer = HookAnswer;
+
+/// The providers whose hooks answer through [`provider_answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    Codex,
+    Gemini,
+}
+
+impl Provider {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Codex => codex::PROVIDER,
+            Self::Gemini => gemini::PROVIDER,
+        }
+    }
+
+    fn event(self) -> &'static str {
+        match self {
+            Self::Codex => codex::EVENT,
+            Self::Gemini => gemini::EVENT,
+        }
+    }
+
+    fn parse(self, text: &str) -> Result<ToolRequest, HookError> {
+        match self {
+            Self::Codex => codex::parse_event(text),
+            Self::Gemini => gemini::parse_event(text),
+        }
+    }
+
+    fn to_call(self, request: &ToolRequest) -> Result<Mapped, HookError> {
+        match self {
+            Self::Codex => codex::to_call(request),
+            Self::Gemini => gemini::to_call(request),
+        }
+    }
+
+    fn answer(self, decision: Decision, reason: &str) -> Answer {
+        match self {
+            Self::Codex => codex::answer(decision, reason),
+            Self::Gemini => gemini::answer(decision, reason),
+        }
+    }
+
+    /// The provider's blocking answer for a failure.
+    fn block(self, reason: &str) -> Answer {
+        match self {
+            Self::Codex => codex::block(reason),
+            Self::Gemini => gemini::block(reason),
+        }
+    }
 }
 
 pub(crate) fn run(cmd: &HookCommand, out: &mut impl Write) -> Result<ExitCode, CliError> {
     match cmd {
         HookCommand::ClaudeCode(a) if a.print_settings => print_settings(a, out),
-        HookCommand::ClaudeCode(a) => Ok(claude_code(a, out)),
+        HookCommand::ClaudeCode(a) => Ok(deliver(guarded(|| answer(a), claude_code_block), out)),
+        HookCommand::Codex(a) if a.print_settings => {
+            print_provider_settings(a, Provider::Codex, out)
+        }
+        HookCommand::Codex(a) => Ok(deliver(
+            guarded(
+                || provider_answer(a, Provider::Codex),
+                |r| Provider::Codex.block(r),
+            ),
+            out,
+        )),
+        HookCommand::Gemini(a) if a.print_settings => {
+            print_provider_settings(a, Provider::Gemini, out)
+        }
+        HookCommand::Gemini(a) => Ok(deliver(
+            guarded(
+                || provider_answer(a, Provider::Gemini),
+                |r| Provider::Gemini.block(r),
+            ),
+            out,
+        )),
     }
 }
 
-/// Answers one event; never returns anything but exit 0 (allow, ask, a recorded or ignored
-/// report) or exit 2 (deny, or any failure).
-fn claude_code(a: &ClaudeCodeArgs, out: &mut impl Write) -> ExitCode {
+/// Claude Code's blocking answer: exit 2 with the reason on stderr.
+fn claude_code_block(reason: &str) -> Answer {
+    Answer {
+        stdout: None,
+        stderr: Some(reason.to_owned()),
+        code: 2,
+    }
+}
+
+/// Runs `answer`, turning an error or a panic into the provider's blocking answer.
+fn guarded(
+    answer: impl FnOnce() -> Result<Answer, CliError>,
+    block: impl Fn(&str) -> Answer,
+) -> Answer {
     // A panic must not print to stdout (the default hook prints to stderr only, but say so),
-    // and must end in exit 2, not in Rust's exit 101.
+    // and must end in the blocking answer, not in Rust's exit 101.
     std::panic::set_hook(Box::new(|_| {}));
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| answer(a)));
-    let answer = match outcome {
+    match std::panic::catch_unwind(AssertUnwindSafe(answer)) {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => Answer {
-            stdout: None,
-            stderr: Some(format!("error: {e}; the call is blocked")),
-            code: 2,
-        },
+        Ok(Err(e)) => block(&format!("error: {e}; the call is blocked")),
         Err(payload) => {
             let what = payload
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
-            Answer {
-                stdout: None,
-                stderr: Some(format!(
-                    "error: warden hook failed inside (panic: {what}); the call is blocked"
-                )),
-                code: 2,
-            }
+            block(&format!(
+                "error: warden hook failed inside (panic: {what}); the call is blocked"
+            ))
         }
-    };
+    }
+}
+
+/// Writes the answer (stdout only once it is complete) and exits with its code; an answer
+/// that cannot be delivered still blocks.
+fn deliver(answer: Answer, out: &mut impl Write) -> ExitCode {
     let mut code = answer.code;
     if let Some(text) = &answer.stdout
         && (writeln!(out, "{text}").is_err() || out.flush().is_err())
@@ -110,13 +198,20 @@ fn claude_code(a: &ClaudeCodeArgs, out: &mut impl Write) -> ExitCode {
         // An answer that cannot be delivered must still block.
         code = 2;
     }
-    if let Some(text) = &answer.stderr {
-        eprintln!("{text}");
+    match &answer.stderr {
+        Some(text) => eprintln!("{text}"),
+        // A block must say why on stderr: Codex ignores an exit 2 without it, and Gemini lets
+        // a failing hook with no output through.
+        None if code != answer.code => {
+            eprintln!("error: warden could not write its answer; the call is blocked");
+        }
+        None => {}
     }
     ExitCode::from(code)
 }
 
-fn answer(a: &ClaudeCodeArgs) -> Result<Answer, CliError> {
+/// The hook event on stdin, at most [`MAX_EVENT_BYTES`].
+fn read_event() -> Result<String, CliError> {
     let mut text = String::new();
     std::io::stdin()
         .take(MAX_EVENT_BYTES + 1)
@@ -127,6 +222,11 @@ fn answer(a: &ClaudeCodeArgs) -> Result<Answer, CliError> {
             "the hook event is larger than {MAX_EVENT_BYTES} bytes"
         )));
     }
+    Ok(text)
+}
+
+fn answer(a: &HookArgs) -> Result<Answer, CliError> {
+    let text = read_event()?;
     let event = claude_code::parse_event(&text).map_err(|e| CliError::Input(e.to_string()))?;
     match event {
         HookEvent::PreToolUse(e) => pre_tool_use(a, &e),
@@ -144,7 +244,7 @@ fn event_cwd(e: &ToolEvent) -> Result<PathBuf, CliError> {
     }
 }
 
-fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
+fn pre_tool_use(a: &HookArgs, e: &ToolEvent) -> Result<Answer, CliError> {
     let (Some(tool_name), Some(tool_input)) = (&e.tool_name, &e.tool_input) else {
         return Err(CliError::Input(
             "PreToolUse without tool_name or tool_input".into(),
@@ -176,7 +276,8 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
         );
     }
     if let Some(path) = &a.journal {
-        journal_verdict(path, e, tool_name, &input, &snapshot, &verdict)?;
+        let asker = Asker::claude_code("PreToolUse", e);
+        journal_verdict(path, &asker, tool_name, &input, &snapshot, &verdict)?;
     }
     let stdout = match (&redacted, verdict.decision) {
         // Claude Code runs the input a hook hands back; a denied call needs none.
@@ -205,7 +306,69 @@ fn pre_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
     })
 }
 
-fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> {
+/// Codex's and Gemini CLI's pre-tool hook: the one decision path (guards on the input, the
+/// policy on the mapped call, the journal) answered in the provider's terms. A guard that
+/// would redact blocks instead: neither provider is sure to run a rewritten input, so the
+/// call with the secret is refused and the agent can retry without it.
+fn provider_answer(a: &HookArgs, provider: Provider) -> Result<Answer, CliError> {
+    let text = read_event()?;
+    let request = provider
+        .parse(&text)
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    let snapshot = a.snapshot()?;
+    let asker = Asker {
+        provider: provider.name(),
+        event: provider.event(),
+        session_id: request.session_id.as_deref(),
+        tool_use_id: request.tool_use_id.as_deref(),
+    };
+    let guard_block = match snapshot.guards().check_json(&request.tool_input) {
+        GuardOutcome::Pass => None,
+        GuardOutcome::Redacted { findings, .. } => Some(format!(
+            "the input holds secrets ({}); retry without them",
+            listed(&findings)
+        )),
+        GuardOutcome::Blocked { reason, .. } => Some(reason),
+    };
+    if let Some(why) = guard_block {
+        if let Some(path) = &a.journal {
+            journal_guard(
+                path,
+                &asker,
+                &request.tool_name,
+                &request.tool_input,
+                &snapshot,
+            )?;
+        }
+        return Ok(provider.block(&format!("Warden: a guard blocked this call: {why}")));
+    }
+    let mapped = provider
+        .to_call(&request)
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    let mut call = mapped.call;
+    edge::resolve_call_paths(&snapshot, &mut call);
+    if let Some(Ok(subjects)) = &mapped.subjects {
+        edge::resolve_subject_paths(&snapshot, &mut call, subjects);
+    }
+    inject_test_panic();
+    let verdict = match mapped.subjects {
+        None => snapshot.decide(&call),
+        Some(subjects) => snapshot.decide_subjects(&call, subjects),
+    };
+    if let Some(path) = &a.journal {
+        journal_verdict(
+            path,
+            &asker,
+            &request.tool_name,
+            &request.tool_input,
+            &snapshot,
+            &verdict,
+        )?;
+    }
+    Ok(provider.answer(verdict.decision, &claude_code::hook_reason(&verdict)))
+}
+
+fn post_tool_use(a: &HookArgs, e: &ToolEvent) -> Result<Answer, CliError> {
     let snapshot = a.snapshot()?;
     if let Some(path) = &a.journal {
         let tool_name = e
@@ -226,7 +389,7 @@ fn post_tool_use(a: &ClaudeCodeArgs, e: &ToolEvent) -> Result<Answer, CliError> 
 
 /// A `PreToolUse` whose input a guard blocks: denied (exit 2) with the guard's reason.
 fn guard_denied(
-    a: &ClaudeCodeArgs,
+    a: &HookArgs,
     e: &ToolEvent,
     tool_name: &str,
     tool_input: &Value,
@@ -238,7 +401,13 @@ fn guard_denied(
         claude_code::MAX_REASON_CHARS,
     );
     if let Some(path) = &a.journal {
-        journal_guard(path, e, tool_name, tool_input, snapshot)?;
+        journal_guard(
+            path,
+            &Asker::claude_code("PreToolUse", e),
+            tool_name,
+            tool_input,
+            snapshot,
+        )?;
     }
     Ok(Answer {
         stdout: Some(claude_code::pre_tool_use_output(Decision::Deny, &reason)),
@@ -320,7 +489,7 @@ fn inject_test_panic() {
     }
 }
 
-impl ClaudeCodeArgs {
+impl HookArgs {
     /// The policy, with the policy files and the journal protected from the agent.
     fn snapshot(&self) -> Result<warden_policy::PolicySnapshot, CliError> {
         load::snapshot_protecting(
@@ -331,13 +500,23 @@ impl ClaudeCodeArgs {
     }
 }
 
-fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+fn print_settings(a: &HookArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     // Refuse to install a hook whose policy does not load: it would block every call.
     a.policy.snapshot()?;
+    let (exe, args) = hook_args(a, "claude-code")?;
+    let settings = claude_code::hook_settings(&exe, &args, HOOK_TIMEOUT_SECS);
+    let text = serde_json::to_string_pretty(&settings).map_err(|e| CliError::Io(e.into()))?;
+    writeln!(out, "{text}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hook's command line: this binary, `hook PROVIDER`, the policy flags with absolute
+/// paths, and the journal.
+fn hook_args(a: &HookArgs, provider: &str) -> Result<(String, Vec<String>), CliError> {
     let exe = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| CliError::Input(format!("cannot find this binary's path: {e}")))?;
-    let mut args: Vec<String> = vec!["hook".into(), "claude-code".into()];
+    let mut args: Vec<String> = vec!["hook".into(), provider.into()];
     for f in a.policy.files() {
         args.push(f.flag().into());
         args.push(canonical(&f.path)?);
@@ -350,9 +529,29 @@ fn print_settings(a: &ClaudeCodeArgs, out: &mut impl Write) -> Result<ExitCode, 
         args.push("--journal".into());
         args.push(load::absolute(j)?.to_string_lossy().into_owned());
     }
-    let settings = claude_code::hook_settings(&exe.to_string_lossy(), &args, HOOK_TIMEOUT_SECS);
-    let text = serde_json::to_string_pretty(&settings).map_err(|e| CliError::Io(e.into()))?;
-    writeln!(out, "{text}")?;
+    Ok((exe.to_string_lossy().into_owned(), args))
+}
+
+/// Codex's `config.toml` fragment or Gemini CLI's `settings.json` fragment that installs the
+/// hook, its command a shell string (both run it through a shell).
+fn print_provider_settings(
+    a: &HookArgs,
+    provider: Provider,
+    out: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    // Refuse to install a hook whose policy does not load: it would block every call.
+    a.policy.snapshot()?;
+    let (exe, args) = hook_args(a, provider.name())?;
+    let command = hook::shell_command(&exe, &args);
+    let text = match provider {
+        Provider::Codex => codex::hook_settings(&command, HOOK_TIMEOUT_SECS)
+            .map_err(|e| CliError::Input(format!("cannot write the settings: {e}")))?,
+        Provider::Gemini => {
+            serde_json::to_string_pretty(&gemini::hook_settings(&command, GEMINI_TIMEOUT_MS))
+                .map_err(|e| CliError::Io(e.into()))?
+        }
+    };
+    writeln!(out, "{}", text.trim_end())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -382,13 +581,35 @@ fn digest_of(v: &Value) -> Result<Digest, CliError> {
     Ok(Digest::of_bytes(text.as_bytes()))
 }
 
-fn chain_of(session: Option<&str>) -> Result<ChainId, CliError> {
+/// Who asked: the provider, its event, and the ids the journal keys on.
+struct Asker<'a> {
+    provider: &'static str,
+    event: &'static str,
+    session_id: Option<&'a str>,
+    tool_use_id: Option<&'a str>,
+}
+
+impl<'a> Asker<'a> {
+    /// A Claude Code event.
+    fn claude_code(event: &'static str, e: &'a ToolEvent) -> Self {
+        Self {
+            provider: claude_code::PROVIDER,
+            event,
+            session_id: e.session_id.as_deref(),
+            tool_use_id: e.tool_use_id.as_deref(),
+        }
+    }
+}
+
+/// The journal chain of a provider's session: `PROVIDER-SESSION` (the session digested when
+/// it is not a valid chain id), or `PROVIDER` without one.
+fn chain_of(provider: &str, session: Option<&str>) -> Result<ChainId, CliError> {
     let id = match session {
-        None => "claude-code".to_owned(),
-        Some(s) => match ChainId::new(format!("claude-code-{s}")) {
+        None => provider.to_owned(),
+        Some(s) => match ChainId::new(format!("{provider}-{s}")) {
             Ok(c) => return Ok(c),
             Err(_) => format!(
-                "claude-code-{}",
+                "{provider}-{}",
                 Digest::of_bytes(s.as_bytes())
                     .as_str()
                     .trim_start_matches("blake3:")
@@ -410,7 +631,7 @@ fn now() -> Timestamp {
 
 fn journal_verdict(
     path: &Path,
-    e: &ToolEvent,
+    e: &Asker<'_>,
     tool_name: &str,
     tool_input: &Value,
     snapshot: &PolicySnapshot,
@@ -426,9 +647,9 @@ fn journal_verdict(
         None
     };
     let payload = HookVerdict {
-        provider: label(claude_code::PROVIDER)?,
-        event: label("PreToolUse")?,
-        session_id: e.session_id.as_deref().and_then(|s| SessionId::new(s).ok()),
+        provider: label(e.provider)?,
+        event: label(e.event)?,
+        session_id: e.session_id.and_then(|s| SessionId::new(s).ok()),
         tool: label(tool_name)?,
         arguments_digest: digest_of(tool_input)?,
         decision: match verdict.decision {
@@ -453,15 +674,15 @@ fn journal_verdict(
 /// Journals a guard's denial: no rule decided, the reason code says a guard did.
 fn journal_guard(
     path: &Path,
-    e: &ToolEvent,
+    e: &Asker<'_>,
     tool_name: &str,
     tool_input: &Value,
     snapshot: &PolicySnapshot,
 ) -> Result<(), CliError> {
     let payload = HookVerdict {
-        provider: label(claude_code::PROVIDER)?,
-        event: label("PreToolUse")?,
-        session_id: e.session_id.as_deref().and_then(|s| SessionId::new(s).ok()),
+        provider: label(e.provider)?,
+        event: label(e.event)?,
+        session_id: e.session_id.and_then(|s| SessionId::new(s).ok()),
         tool: label(tool_name)?,
         arguments_digest: digest_of(tool_input)?,
         decision: HookDecision::Deny,
@@ -503,7 +724,7 @@ fn journal_observation(
     append(
         path,
         JournalRecordType::ProviderObservation,
-        e,
+        &Asker::claude_code("PostToolUse", e),
         snapshot,
         payload,
     )
@@ -514,17 +735,14 @@ fn journal_observation(
 fn append(
     path: &Path,
     record_type: JournalRecordType,
-    e: &ToolEvent,
+    e: &Asker<'_>,
     snapshot: &PolicySnapshot,
     payload: Value,
 ) -> Result<(), CliError> {
     let store =
         SqliteStore::open(path).map_err(|err| input_err(&path.display().to_string(), err))?;
-    let chain_id = chain_of(e.session_id.as_deref())?;
-    let operation_id = e
-        .tool_use_id
-        .as_deref()
-        .and_then(|id| OperationId::new(id).ok());
+    let chain_id = chain_of(e.provider, e.session_id)?;
+    let operation_id = e.tool_use_id.and_then(|id| OperationId::new(id).ok());
     let mut attempts = 0;
     loop {
         attempts += 1;

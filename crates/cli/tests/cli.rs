@@ -44,6 +44,8 @@ mod mcp_governed;
 mod mcp_http;
 #[path = "support/oracle.rs"]
 mod oracle;
+#[path = "support/provider_hooks.rs"]
+mod provider_hooks;
 #[path = "support/replay.rs"]
 mod replay;
 #[path = "support/roles.rs"]

@@ -38,8 +38,11 @@
 #![deny(missing_docs)]
 
 pub mod claude_code;
+pub mod codex;
 mod error;
 pub mod export;
+pub mod gemini;
+pub mod hook;
 pub mod replay;
 mod report;
 pub mod transcript;

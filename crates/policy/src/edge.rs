@@ -108,6 +108,31 @@ pub fn resolve_call_paths(snapshot: &PolicySnapshot, call: &mut Call) {
     }
 }
 
+/// Resolves the path of every subject a caller split itself (a patch's files), as
+/// [`resolve_call_paths`] does for the call's own paths: a subject whose tool matches paths
+/// is decided on where its path really leads too.
+pub fn resolve_subject_paths(
+    snapshot: &PolicySnapshot,
+    call: &mut Call,
+    subjects: &[crate::engine::Subject],
+) {
+    let cwd = call
+        .cwd
+        .clone()
+        .unwrap_or_else(|| snapshot.path_env().project_root.clone());
+    for subject in subjects {
+        let Some(profile) = snapshot
+            .profiles()
+            .get(&subject.tool)
+            .filter(|p| p.matcher == MatcherKind::Path)
+        else {
+            continue;
+        };
+        let field = subject.args.get(&profile.field).cloned();
+        resolve_one(snapshot, call, field.as_ref(), &cwd);
+    }
+}
+
 /// Resolves one path argument and records it when it differs from its lexical form.
 fn resolve_one(
     snapshot: &PolicySnapshot,
