@@ -18,6 +18,9 @@ pub(crate) fn expected() -> anyhow::Result<BTreeMap<String, String>> {
     let mut policy = serde_json::to_string_pretty(&warden_policy::policy_file_schema())?;
     policy.push('\n');
     files.insert("PolicyFile.schema.json".to_owned(), policy);
+    let mut spec = serde_json::to_string_pretty(&warden_harness::spec::schema())?;
+    spec.push('\n');
+    files.insert("HarnessSpec.schema.json".to_owned(), spec);
     Ok(files)
 }
 

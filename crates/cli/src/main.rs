@@ -14,6 +14,7 @@ mod evidence;
 mod exec;
 mod export;
 mod governed_run;
+mod harness_cmd;
 mod hook;
 mod load;
 mod mcp_cmd;
@@ -64,6 +65,9 @@ enum Command {
     /// MCP servers behind the policy: admission, discovery, pins.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
+    /// Launch a coding agent under a harness spec, reporting who enforces each control.
+    #[command(subcommand)]
+    Harness(harness_cmd::HarnessCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -247,6 +251,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => replay::run(&a, &mut out),
         Command::Approve(a) => approve::run(&a, &mut out),
         Command::Mcp(c) => mcp_cmd::run(&c, &mut out),
+        Command::Harness(c) => harness_cmd::run(&c, &mut out),
         Command::Policy(PolicyCommand::Export(a)) => export::run_export(&a, &mut out),
         Command::Policy(PolicyCommand::Import(a)) => export::run_import(&a, &mut out),
     };

@@ -43,8 +43,10 @@ mod error;
 pub mod export;
 pub mod gemini;
 pub mod hook;
+pub mod launch;
 pub mod replay;
 mod report;
+pub mod spec;
 pub mod transcript;
 
 pub use error::HarnessError;
