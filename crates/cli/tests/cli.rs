@@ -32,6 +32,8 @@ mod first_use;
 mod guard;
 #[path = "support/guide.rs"]
 mod guide;
+#[path = "support/harness.rs"]
+mod harness;
 #[path = "support/hook.rs"]
 mod hook;
 #[path = "support/killed_exec.rs"]

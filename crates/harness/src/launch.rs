@@ -701,7 +701,102 @@ fn fare(provider: ProviderName, control: Control, input: &CompileInput<'_>) -> F
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::spec::{Budget, Filesystem};
+
+    fn spec_strategy() -> impl Strategy<Value = HarnessSpec> {
+        (
+            any::<bool>(),
+            prop_oneof![
+                Just(None),
+                Just(Some(Network::Off)),
+                Just(Some(Network::On)),
+                Just(Some(Network::Allowlist))
+            ],
+            prop_oneof![
+                Just(None),
+                Just(Some(Approval::Prompt)),
+                Just(Some(Approval::Never))
+            ],
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(tools, network, approval, write, env, mcp)| HarnessSpec {
+                provider: None,
+                model: Some("m".into()),
+                workspace: None,
+                approval,
+                tools: tools.then(|| "p.toml".into()),
+                filesystem: write.then(|| Filesystem {
+                    read: Vec::new(),
+                    write: vec![".".into()],
+                }),
+                network,
+                network_allowlist: if network == Some(Network::Allowlist) {
+                    vec!["docs.rs".into()]
+                } else {
+                    Vec::new()
+                },
+                environment: env.then(|| vec!["OPENAI_API_KEY".into()]),
+                mcp_servers: mcp.then(|| vec!["github".into()]),
+                budget: Some(Budget { max_turns: Some(3) }),
+                required: Vec::new(),
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if std::env::var_os("CI").is_some() { 64 } else { 256 }))]
+        /// Every requested control appears exactly once in the report,
+        /// whatever the provider, its probe and the OS backend's proof; a required control
+        /// is missing exactly when it is not enforced.
+        #[test]
+        fn every_requested_control_appears_exactly_once(
+            spec in spec_strategy(),
+            provider in prop_oneof![Just(ProviderName::ClaudeCode), Just(ProviderName::Codex), Just(ProviderName::Gemini)],
+            supported in any::<bool>(),
+            write_roots in any::<bool>(),
+            environment in any::<bool>(),
+            exact in any::<bool>(),
+        ) {
+            let probe = if supported {
+                Probe::from_output(provider, "/bin/p".into(), "9.9.9")
+            } else {
+                Probe::missing(provider, "not found")
+            };
+            let input = CompileInput {
+                spec: &spec,
+                workspace: "/w".into(),
+                policy: spec.tools.as_ref().map(|_| PathBuf::from("/w/p.toml")),
+                write_roots: vec!["/w".into()],
+                warden: "/bin/warden".into(),
+                probe: &probe,
+                os: OsBackend { write_roots, environment },
+                prefix_rules: Some(("{\"permissions\":{}}".into(), exact)),
+            };
+            let plan = compile(provider, &input);
+            let requested = spec.requested();
+            prop_assert_eq!(plan.report.controls().len(), requested.len());
+            let mut sorted = plan.report.controls();
+            sorted.sort();
+            let mut want = requested.clone();
+            want.sort();
+            prop_assert_eq!(sorted, want);
+            let missing: Vec<Control> = plan.missing(&requested).iter().map(|e| e.control).collect();
+            for c in &requested {
+                prop_assert_eq!(
+                    missing.contains(c),
+                    !plan.report.enforced.iter().any(|e| e.control == *c)
+                );
+            }
+            if !supported {
+                prop_assert!(plan.report.enforced.is_empty());
+            }
+            prop_assert_eq!(plan.plan_digest.clone(), digest_of(&plan));
+        }
+    }
 
     #[test]
     fn versions_are_read_and_held_to_the_minimum() {
