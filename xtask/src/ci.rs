@@ -5,7 +5,8 @@
 //! 1. `cargo fmt --all --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `test-servers`: what the MCP tests run against (the reference servers from the committed
-//!    npm lock file, the official Python SDK into `.tools/mcp-venv`)
+//!    npm lock file, the official Python SDK into `.tools/mcp-venv`) and the coding-agent CLIs
+//!    the harness tests probe ([`provider_clis`])
 //! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
 //! 5. `examples`: every crate example runs and exits 0 ([`examples`])
 //! 6. `feature-sets`: each documented feature set that is not the default builds clean
@@ -243,7 +244,11 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
         },
         Step {
             name: "test-servers",
-            run: Box::new(move || test_servers(root)),
+            run: Box::new(move || {
+                let servers = test_servers(root)?;
+                let providers = provider_clis(root)?;
+                Ok(servers && providers)
+            }),
         },
         Step {
             name: "test",
@@ -397,6 +402,19 @@ fn test_servers(root: &Path) -> anyhow::Result<bool> {
         std::fs::write(&stamp, requirements).context("writing the venv's stamp")?;
     }
     Ok(installed.success())
+}
+
+/// What the harness tests probe: the real Codex CLI and Gemini CLI (`@openai/codex`,
+/// `@google/gemini-cli`), installed with `npm ci` from the committed lock file into the
+/// `node_modules` folder of tests/providers (ignored by git). Claude Code is not installed: its
+/// package needs a newer Node.js than CI has (docs/harness.md).
+fn provider_clis(root: &Path) -> anyhow::Result<bool> {
+    let status = command("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(root.join("tests/providers"))
+        .status()
+        .context("running npm ci in tests/providers (the tests need Node.js and npm)")?;
+    Ok(status.success())
 }
 
 /// The workspace-local `cargo-deny`, installed at the pinned version when it is missing.
