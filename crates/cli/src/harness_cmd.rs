@@ -346,7 +346,7 @@ fn print_plan(out: &mut impl Write, plan: &Plan, format: OutputFormat) -> Result
 
 /// `run`: refuses before spawning when a required control is not enforced; otherwise writes
 /// the plan's files and runs the provider contained (writes under the workspace, the write
-/// roots, the provider's own state folder and the temporary folder; the environment cleared to
+/// roots and the temporary folder; the environment cleared to
 /// the plan's allowlist; the network on, which the agent needs for its model), and prints what
 /// it printed when it ends.
 fn launch(a: &RunArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
@@ -382,11 +382,9 @@ fn launch(a: &RunArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     };
     let mut args = args.to_vec();
     args.extend(a.args.iter().cloned());
-    let state =
-        std::env::var_os("HOME").map(|home| PathBuf::from(home).join(state_folder(plan.provider)));
+    // The plan's folders (the provider's per-run home and settings) are in the workspace.
     let roots = std::iter::once(workspace.clone())
         .chain(write_roots)
-        .chain(state)
         .chain(std::iter::once(std::env::temp_dir()));
     let process = ProcessSpec {
         program: program.clone(),
@@ -433,13 +431,4 @@ fn launch_blocker(plan: &Plan) -> Option<String> {
             plan.provider, plan.provider
         )
     })
-}
-
-/// The provider's own state folder under `HOME` (sessions, logs, credentials).
-fn state_folder(provider: ProviderName) -> &'static str {
-    match provider {
-        ProviderName::ClaudeCode => ".claude",
-        ProviderName::Codex => ".codex",
-        ProviderName::Gemini => ".gemini",
-    }
 }

@@ -262,7 +262,7 @@ pub fn compile(provider: ProviderName, input: &CompileInput<'_>) -> Plan {
     let mut argv = vec![program];
     match provider {
         ProviderName::ClaudeCode => claude_code(input, &dir, &mut argv, &mut files),
-        ProviderName::Codex => codex(input, &mut argv),
+        ProviderName::Codex => codex(input, &dir, &mut argv, &mut files),
         ProviderName::Gemini => gemini(input, &dir, &mut argv, &mut files),
     }
     let env_allow = env_allow(input);
@@ -338,6 +338,41 @@ fn hook_args(input: &CompileInput<'_>, provider: &str) -> Option<(String, Vec<St
     ))
 }
 
+/// `env NAME=VALUE…` before the program: the plan's own variables, shown in its argv.
+fn with_env(argv: &mut Vec<String>, vars: &[(&str, String)]) {
+    let mut prefix = vec!["env".to_owned()];
+    prefix.extend(vars.iter().map(|(k, v)| format!("{k}={v}")));
+    argv.splice(0..0, prefix);
+}
+
+fn text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The roots writes are confined to: the workspace and the spec's write roots.
+fn roots(input: &CompileInput<'_>) -> Vec<String> {
+    std::iter::once(&input.workspace)
+        .chain(&input.write_roots)
+        .map(|p| text(p))
+        .collect()
+}
+
+/// The allowed MCP servers, each as Warden's proxy: `(name, command, args)`.
+fn servers(input: &CompileInput<'_>) -> Vec<(String, String, Vec<String>)> {
+    input
+        .spec
+        .mcp_servers
+        .iter()
+        .flatten()
+        .filter_map(|name| {
+            let (command, args) = proxy_server(input, name)?;
+            Some((name.clone(), command, args))
+        })
+        .collect()
+}
+
+/// Claude Code: a per-run `CLAUDE_CONFIG_DIR` and `--settings` file, loaded with
+/// `--setting-sources user` so the workspace's own settings cannot undo the hook.
 fn claude_code(
     input: &CompileInput<'_>,
     dir: &Path,
@@ -350,39 +385,69 @@ fn claude_code(
         && let Some(hooks) = crate::claude_code::hook_settings(&exe, &args, 10).get("hooks")
     {
         settings.insert("hooks".into(), hooks.clone());
+        settings.insert("disableAllHooks".into(), json!(false));
     }
-    if let Some((rules, _)) = &input.prefix_rules
-        && let Ok(permissions) = serde_json::from_str::<serde_json::Value>(rules)
-        && let Some(p) = permissions.get("permissions")
+    let mut permissions = input
+        .prefix_rules
+        .as_ref()
+        .and_then(|(rules, _)| serde_json::from_str::<serde_json::Value>(rules).ok())
+        .and_then(|v| v.get("permissions").cloned())
+        .unwrap_or_else(|| json!({}));
+    if matches!(spec.network, Some(Network::Off))
+        && let Some(obj) = permissions.as_object_mut()
     {
-        settings.insert("permissions".into(), p.clone());
+        let deny = obj.entry("deny").or_insert_with(|| json!([]));
+        if let Some(list) = deny.as_array_mut() {
+            list.extend([json!("WebFetch"), json!("WebSearch")]);
+        }
+    }
+    if permissions.as_object().is_some_and(|o| !o.is_empty()) {
+        settings.insert("permissions".into(), permissions);
+    }
+    if !input.write_roots.is_empty()
+        || matches!(spec.network, Some(Network::Off | Network::Allowlist))
+    {
+        let domains = match spec.network {
+            Some(Network::Allowlist) => json!(spec.network_allowlist),
+            Some(Network::On) | None => json!(["*"]),
+            Some(Network::Off) => json!([]),
+        };
+        settings.insert(
+            "sandbox".into(),
+            json!({
+                "enabled": true,
+                "failIfUnavailable": true,
+                "allowUnsandboxedCommands": false,
+                "filesystem": { "allowWrite": roots(input) },
+                "network": { "allowedDomains": domains },
+            }),
+        );
     }
     let settings_path = dir.join("settings.json");
     files.insert(
-        settings_path.to_string_lossy().into_owned(),
+        text(&settings_path),
         serde_json::to_string_pretty(&settings).unwrap_or_default() + "\n",
     );
     argv.extend([
         "--settings".into(),
-        settings_path.to_string_lossy().into_owned(),
+        text(&settings_path),
+        "--setting-sources".into(),
+        "user".into(),
     ]);
-    if let Some(servers) = &spec.mcp_servers {
+    if spec.mcp_servers.is_some() {
         let mcp_path = dir.join("mcp.json");
-        let entries: serde_json::Map<String, serde_json::Value> = servers
-            .iter()
-            .filter_map(|name| {
-                let (command, args) = proxy_server(input, name)?;
-                Some((name.clone(), json!({ "command": command, "args": args })))
-            })
+        let entries: serde_json::Map<String, serde_json::Value> = servers(input)
+            .into_iter()
+            .map(|(name, command, args)| (name, json!({ "command": command, "args": args })))
             .collect();
         files.insert(
-            mcp_path.to_string_lossy().into_owned(),
+            text(&mcp_path),
             serde_json::to_string_pretty(&json!({ "mcpServers": entries })).unwrap_or_default()
                 + "\n",
         );
         argv.extend([
             "--mcp-config".into(),
-            mcp_path.to_string_lossy().into_owned(),
+            text(&mcp_path),
             "--strict-mcp-config".into(),
         ]);
     }
@@ -395,12 +460,30 @@ fn claude_code(
     if let Some(turns) = spec.budget.as_ref().and_then(|b| b.max_turns) {
         argv.extend(["--max-turns".into(), turns.to_string()]);
     }
+    with_env(
+        argv,
+        &[
+            ("CLAUDE_CONFIG_DIR", text(&dir.join("config"))),
+            ("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1".into()),
+        ],
+    );
 }
 
-fn codex(input: &CompileInput<'_>, argv: &mut Vec<String>) {
+/// Codex: a fresh `CODEX_HOME` (the plan's rules, no other servers), the hook as a session
+/// override trusted for the session, the workspace-write sandbox.
+fn codex(
+    input: &CompileInput<'_>,
+    dir: &Path,
+    argv: &mut Vec<String>,
+    files: &mut BTreeMap<String, String>,
+) {
     let spec = input.spec;
-    let override_ = |argv: &mut Vec<String>, key: &str, value: String| {
+    let home = dir.join("codex-home");
+    let set = |argv: &mut Vec<String>, key: &str, value: String| {
         argv.extend(["-c".into(), format!("{key}={value}")]);
+    };
+    let strings = |items: &[String]| {
+        toml::Value::Array(items.iter().cloned().map(toml::Value::String).collect()).to_string()
     };
     if let Some((exe, args)) = hook_args(input, "codex") {
         let command = hook::shell_command(&exe, &args);
@@ -408,72 +491,77 @@ fn codex(input: &CompileInput<'_>, argv: &mut Vec<String>) {
             "[{{matcher=\"*\",hooks=[{{type=\"command\",command={},timeout=10}}]}}]",
             toml::Value::String(command)
         );
-        override_(argv, "hooks.PreToolUse", group);
-        // The session-flag layer needs trust; these hooks are the plan's own.
+        set(argv, "hooks.PreToolUse", group);
+        // Session hooks are not managed: without this they are skipped silently.
         argv.push("--dangerously-bypass-hook-trust".into());
+        // OpenAI's hosted web search never reaches the hook.
+        set(argv, "web_search", "\"disabled\"".into());
     }
-    argv.extend([
-        "--cd".into(),
-        input.workspace.to_string_lossy().into_owned(),
-    ]);
+    if let Some((rules, _)) = &input.prefix_rules {
+        files.insert(
+            text(&home.join("rules").join("warden.rules")),
+            rules.clone(),
+        );
+    }
+    argv.extend(["--cd".into(), text(&input.workspace)]);
     if let Some(model) = &spec.model {
         argv.extend(["--model".into(), model.clone()]);
     }
-    if !input.write_roots.is_empty() || spec.network.is_some() {
+    if !input.write_roots.is_empty() || matches!(spec.network, Some(Network::Off)) {
         argv.extend(["--sandbox".into(), "workspace-write".into()]);
-        let roots: Vec<toml::Value> = input
-            .write_roots
-            .iter()
-            .map(|r| toml::Value::String(r.to_string_lossy().into_owned()))
-            .collect();
-        override_(
+        set(
             argv,
             "sandbox_workspace_write.writable_roots",
-            toml::Value::Array(roots).to_string(),
+            strings(&roots(input)),
         );
-        override_(
+        set(
+            argv,
+            "sandbox_workspace_write.exclude_slash_tmp",
+            "true".into(),
+        );
+        set(
+            argv,
+            "sandbox_workspace_write.exclude_tmpdir_env_var",
+            "true".into(),
+        );
+        set(
             argv,
             "sandbox_workspace_write.network_access",
-            (spec.network == Some(Network::On)).to_string(),
+            (!matches!(spec.network, Some(Network::Off))).to_string(),
         );
     }
-    match spec.approval {
-        Some(Approval::Prompt) => argv.extend(["--ask-for-approval".into(), "on-request".into()]),
-        Some(Approval::Never) => argv.extend(["--ask-for-approval".into(), "never".into()]),
-        None => {}
+    if spec.approval == Some(Approval::Prompt) {
+        argv.extend(["--ask-for-approval".into(), "on-request".into()]);
     }
-    if let Some(servers) = &spec.mcp_servers {
-        let mut table = toml::Table::new();
-        for name in servers {
-            if let Some((command, args)) = proxy_server(input, name) {
-                let mut server = toml::Table::new();
-                server.insert("command".into(), toml::Value::String(command));
-                server.insert(
-                    "args".into(),
-                    toml::Value::Array(args.into_iter().map(toml::Value::String).collect()),
-                );
-                table.insert(name.clone(), toml::Value::Table(server));
-            }
-        }
-        override_(argv, "mcp_servers", inline_table(&table));
+    for (name, command, args) in servers(input) {
+        let key = format!("mcp_servers.{}", toml::Value::String(name));
+        set(
+            argv,
+            &format!("{key}.command"),
+            toml::Value::String(command).to_string(),
+        );
+        set(argv, &format!("{key}.args"), strings(&args));
     }
+    if let Some(names) = &spec.environment {
+        set(argv, "shell_environment_policy.inherit", "\"none\"".into());
+        set(
+            argv,
+            "shell_environment_policy.include_only",
+            strings(names),
+        );
+    }
+    with_env(argv, &[("CODEX_HOME", text(&home))]);
 }
 
-/// A TOML table as one inline table (what `-c key=value` reads).
-fn inline_table(table: &toml::Table) -> String {
-    let items: Vec<String> = table
-        .iter()
-        .map(|(k, v)| {
-            let value = match v {
-                toml::Value::Table(t) => inline_table(t),
-                other => other.to_string(),
-            };
-            format!("{}={value}", toml::Value::String(k.clone()))
-        })
-        .collect();
-    format!("{{{}}}", items.join(","))
-}
+/// The variables that would let a workspace's settings override Gemini's hook.
+const GEMINI_TRUST_VARIABLES: [&str; 2] = [
+    "GEMINI_CLI_TRUST_WORKSPACE",
+    "GEMINI_CLI_TRUSTED_FOLDERS_PATH",
+];
 
+/// Gemini CLI: a fresh `GEMINI_CLI_HOME` whose settings hold the hook (named per policy, so no
+/// `hooksConfig.disabled` entry elsewhere can name it), `--skip-trust`, the policy's rules as
+/// the admin policy.
 fn gemini(
     input: &CompileInput<'_>,
     dir: &Path,
@@ -481,53 +569,85 @@ fn gemini(
     files: &mut BTreeMap<String, String>,
 ) {
     let spec = input.spec;
+    let home = dir.join("home");
     let mut settings = serde_json::Map::new();
     if let Some((exe, args)) = hook_args(input, "gemini") {
         let command = hook::shell_command(&exe, &args);
-        if let serde_json::Value::Object(fragment) = crate::gemini::hook_settings(&command, 10_000)
+        let name = format!(
+            "warden-{}",
+            &Digest::of_bytes(command.as_bytes()).hex()[..12]
+        );
+        if let serde_json::Value::Object(mut fragment) =
+            crate::gemini::hook_settings(&command, 10_000)
         {
+            if let Some(h) = fragment
+                .get_mut("hooks")
+                .and_then(|h| h.get_mut(crate::gemini::EVENT))
+                .and_then(|g| g.get_mut(0))
+                .and_then(|g| g.get_mut("hooks"))
+                .and_then(|h| h.get_mut(0))
+            {
+                h["name"] = json!(name);
+            }
             settings.extend(fragment);
         }
     }
-    if let Some(servers) = &spec.mcp_servers {
-        let entries: serde_json::Map<String, serde_json::Value> = servers
+    let mut security = serde_json::Map::new();
+    if spec.approval == Some(Approval::Prompt) {
+        security.insert("disableYoloMode".into(), json!(true));
+    }
+    if matches!(spec.network, Some(Network::Off)) {
+        security.insert("toolSandboxing".into(), json!(true));
+        settings.insert(
+            "tools".into(),
+            json!({ "exclude": ["web_fetch", "google_web_search"] }),
+        );
+    }
+    if spec.environment.is_some() {
+        security.insert(
+            "environmentVariableRedaction".into(),
+            json!({ "enabled": true }),
+        );
+    }
+    if !security.is_empty() {
+        settings.insert("security".into(), serde_json::Value::Object(security));
+    }
+    let allowed = servers(input);
+    if spec.mcp_servers.is_some() {
+        let entries: serde_json::Map<String, serde_json::Value> = allowed
             .iter()
-            .filter_map(|name| {
-                let (command, args) = proxy_server(input, name)?;
-                Some((name.clone(), json!({ "command": command, "args": args })))
+            .map(|(name, command, args)| {
+                (name.clone(), json!({ "command": command, "args": args }))
             })
             .collect();
         settings.insert("mcpServers".into(), serde_json::Value::Object(entries));
     }
-    let settings_path = dir.join("settings.json");
     files.insert(
-        settings_path.to_string_lossy().into_owned(),
+        text(&home.join(".gemini").join("settings.json")),
         serde_json::to_string_pretty(&settings).unwrap_or_default() + "\n",
     );
-    // The plan's settings as Gemini's system settings (the highest scope), set on the command
-    // line so the plan shows it.
-    argv.insert(0, "env".into());
-    argv.insert(
-        1,
-        format!(
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH={}",
-            settings_path.to_string_lossy()
-        ),
-    );
+    argv.push("--skip-trust".into());
+    if let Some((rules, _)) = &input.prefix_rules {
+        let policy = dir.join("admin-policy.toml");
+        files.insert(text(&policy), rules.clone());
+        argv.extend(["--admin-policy".into(), text(&policy)]);
+    }
     if let Some(model) = &spec.model {
         argv.extend(["--model".into(), model.clone()]);
     }
     if spec.approval == Some(Approval::Prompt) {
         argv.extend(["--approval-mode".into(), "default".into()]);
     }
-    if let Some(servers) = &spec.mcp_servers {
-        argv.push("--allowed-mcp-server-names".into());
-        argv.push(if servers.is_empty() {
-            String::new()
+    if let Some(names) = &spec.mcp_servers {
+        // An empty value crashes Gemini; a name no layer defines starts none.
+        let list = if names.is_empty() {
+            "warden-no-server".to_owned()
         } else {
-            servers.join(",")
-        });
+            names.join(",")
+        };
+        argv.extend(["--allowed-mcp-server-names".into(), list]);
     }
+    with_env(argv, &[("GEMINI_CLI_HOME", text(&home))]);
 }
 
 /// The report: each requested control, as the provider fares with it.
@@ -536,7 +656,11 @@ fn report(provider: ProviderName, input: &CompileInput<'_>) -> ControlReport {
     for control in input.spec.requested() {
         let fare = match &input.probe.unsupported {
             Some(why) => Unsupported(format!("{provider} is unsupported here: {why}")),
-            None => fare(provider, control, input),
+            None => match provider {
+                ProviderName::ClaudeCode => claude_code_fare(control, input),
+                ProviderName::Codex => codex_fare(control, input),
+                ProviderName::Gemini => gemini_fare(control, input),
+            },
         };
         let (list, by, basis, detail) = match fare {
             Enforced(by, basis, d) => (&mut report.enforced, by, basis, d),
@@ -553,148 +677,117 @@ fn report(provider: ProviderName, input: &CompileInput<'_>) -> ControlReport {
     report
 }
 
-/// How `provider` fares with `control` (docs/harness.md, the matrix).
-fn fare(provider: ProviderName, control: Control, input: &CompileInput<'_>) -> Fare {
-    use Basis::{OsEvidence, ProviderClaim};
-    use Enforcer::{OsBackend, Provider, WardenHook};
-    match control {
-        Control::ToolsPolicy => match provider {
-            ProviderName::Codex => Degraded(
-                WardenHook,
-                ProviderClaim,
-                "`warden hook codex` decides shell commands, apply_patch and MCP tools; Codex's web search and other built-in tools emit no PreToolUse".into(),
-            ),
-            _ => Enforced(
-                WardenHook,
-                ProviderClaim,
-                format!("`warden hook {provider}` decides every tool call (matcher `*`)"),
-            ),
-        },
-        Control::HookPreTool => match provider {
-            ProviderName::ClaudeCode => Enforced(
-                Provider,
-                ProviderClaim,
-                "PreToolUse hook in the plan's `--settings` file (never launched with `--bare`, which skips hooks)".into(),
-            ),
-            ProviderName::Codex => Enforced(
-                Provider,
-                ProviderClaim,
-                "PreToolUse hook as a `-c hooks.PreToolUse` override, trusted for this session with `--dangerously-bypass-hook-trust`".into(),
-            ),
-            ProviderName::Gemini => Degraded(
-                Provider,
-                ProviderClaim,
-                "BeforeTool hook in the plan's settings; Gemini loads settings hooks only in a trusted folder, and skips them in an untrusted one".into(),
-            ),
-        },
-        Control::ShellPrefixRules => match (&input.prefix_rules, provider) {
-            (Some((_, true)), ProviderName::ClaudeCode) => Enforced(
-                Provider,
-                ProviderClaim,
-                "the policy exported as Claude Code `permissions` in the plan's settings".into(),
-            ),
-            (Some((_, false)), ProviderName::ClaudeCode) => Degraded(
-                Provider,
-                ProviderClaim,
-                "the policy exported as Claude Code `permissions`, some rules approximated (toward stricter) or inexpressible".into(),
-            ),
-            (None, ProviderName::ClaudeCode) => Unsupported("the policy could not be exported".into()),
-            (_, other) => Degraded(
-                WardenHook,
-                ProviderClaim,
-                format!("{other}'s own rules are not installed by the plan; shell commands are held to the policy by the hook alone"),
-            ),
-        },
-        Control::FilesystemWriteRoots => {
-            if input.os.write_roots {
-                Enforced(
-                    OsBackend,
-                    OsEvidence,
-                    "Landlock around the provider's process and everything it starts: writes only under the write roots and the provider's own state folders".into(),
-                )
-            } else {
-                match provider {
-                    ProviderName::Codex => Enforced(
-                        Provider,
-                        ProviderClaim,
-                        "`--sandbox workspace-write` with `sandbox_workspace_write.writable_roots`".into(),
-                    ),
-                    ProviderName::ClaudeCode => Degraded(
-                        WardenHook,
-                        ProviderClaim,
-                        "Landlock is not proven here; the hook decides Edit/Write paths, and Claude Code's sandbox covers Bash only".into(),
-                    ),
-                    ProviderName::Gemini => Degraded(
-                        WardenHook,
-                        ProviderClaim,
-                        "Landlock is not proven here; the hook decides write_file/replace paths only".into(),
-                    ),
+/// Write roots and the environment: Warden's OS backend around the provider's process when
+/// this machine proved the mechanism.
+fn os_fare(control: Control, input: &CompileInput<'_>) -> Option<Fare> {
+    let proven = match control {
+        Control::FilesystemWriteRoots => input.os.write_roots,
+        Control::EnvironmentAllowlist => input.os.environment,
+        _ => false,
+    };
+    proven.then(|| {
+        Enforced(
+            Enforcer::OsBackend,
+            Basis::OsEvidence,
+            match control {
+                Control::FilesystemWriteRoots => {
+                    "Landlock around the provider's process and everything it starts: writes only under the workspace, the write roots and the plan's folders"
                 }
-            }
-        }
-        Control::NetworkOff => match provider {
-            ProviderName::Codex => Enforced(
-                Provider,
-                ProviderClaim,
-                "`--sandbox workspace-write` with `sandbox_workspace_write.network_access=false`: commands run without network".into(),
-            ),
-            ProviderName::ClaudeCode => Degraded(
-                WardenHook,
-                ProviderClaim,
-                "the agent needs the network for its model; the hook decides web fetches and shell commands, but no OS mechanism cuts the tools' network".into(),
-            ),
-            ProviderName::Gemini => Unsupported(
-                "Gemini's sandbox leaves the network on, and the agent needs it for its model".into(),
-            ),
-        },
-        Control::NetworkAllowlist => match provider {
-            ProviderName::ClaudeCode | ProviderName::Gemini => Degraded(
-                WardenHook,
-                ProviderClaim,
-                "the hook holds web fetches to the policy's domain rules; shell commands can still reach any host".into(),
-            ),
-            ProviderName::Codex => Unsupported(
-                "Codex's sandbox turns the network on or off, never per domain".into(),
-            ),
-        },
-        Control::ApprovalPrompt => Enforced(
-            Provider,
-            ProviderClaim,
-            match provider {
-                ProviderName::ClaudeCode => "`--permission-mode default`",
-                ProviderName::Codex => "`--ask-for-approval on-request`",
-                ProviderName::Gemini => "`--approval-mode default`",
+                _ => "the launch clears the environment to the allowlist",
             }
             .into(),
+        )
+    })
+}
+
+/// The prefix rules: enforced when the export was exact, degraded when it approximated.
+fn exported(input: &CompileInput<'_>, how: &str) -> Fare {
+    match &input.prefix_rules {
+        Some((_, true)) => Enforced(Enforcer::Provider, Basis::ProviderClaim, how.into()),
+        Some((_, false)) => Degraded(
+            Enforcer::Provider,
+            Basis::ProviderClaim,
+            format!("{how}; some rules approximated (toward stricter) or inexpressible"),
         ),
-        Control::McpServerAllowlist => match provider {
-            ProviderName::ClaudeCode => Enforced(
-                Provider,
-                ProviderClaim,
-                "`--mcp-config` with the plan's servers and `--strict-mcp-config`".into(),
-            ),
-            ProviderName::Gemini => Enforced(
-                Provider,
-                ProviderClaim,
-                "`--allowed-mcp-server-names`".into(),
-            ),
-            ProviderName::Codex => Degraded(
-                Provider,
-                ProviderClaim,
-                "`-c mcp_servers` replaces the user's servers, but a project's `.codex/config.toml` can add more; the hook still decides their calls".into(),
-            ),
+        None => Unsupported("the policy could not be exported".into()),
+    }
+}
+
+/// Claude Code (docs/harness.md, "Claude Code").
+fn claude_code_fare(control: Control, input: &CompileInput<'_>) -> Fare {
+    use Basis::ProviderClaim;
+    use Enforcer::{Provider, WardenHook};
+    if let Some(fare) = os_fare(control, input) {
+        return fare;
+    }
+    match control {
+        Control::ToolsPolicy => Enforced(WardenHook, ProviderClaim, "`warden hook claude-code` decides every tool call (matcher `*`), MCP tools included".into()),
+        Control::HookPreTool => Enforced(Provider, ProviderClaim, "PreToolUse hook in the `--settings` file with `disableAllHooks: false`, `--setting-sources user` and a per-run `CLAUDE_CONFIG_DIR` (the workspace's settings are not loaded); never `--bare`".into()),
+        Control::ShellPrefixRules => exported(input, "the policy exported as `permissions` in the `--settings` file"),
+        Control::FilesystemWriteRoots => Degraded(Provider, ProviderClaim, "Landlock is not proven here; Claude Code's sandbox (`sandbox.filesystem.allowWrite`) covers Bash only, and the hook decides Edit/Write paths".into()),
+        Control::NetworkOff => Degraded(Provider, ProviderClaim, "`sandbox.network.allowedDomains = []` for Bash and `WebFetch`/`WebSearch` denied; a new domain prompts instead of failing, and MCP servers are outside the sandbox".into()),
+        Control::NetworkAllowlist => Degraded(Provider, ProviderClaim, "`sandbox.network.allowedDomains` for Bash; other domains prompt, MCP servers are unrestricted".into()),
+        Control::ApprovalPrompt => Enforced(Provider, ProviderClaim, "`--permission-mode default` (interactive; with `-p` nobody answers a prompt)".into()),
+        Control::McpServerAllowlist => Enforced(Provider, ProviderClaim, "`--mcp-config` with the plan's servers (each behind `warden mcp proxy`) and `--strict-mcp-config`".into()),
+        Control::EnvironmentAllowlist => Degraded(Provider, ProviderClaim, "the OS backend did not prove its environment allowlist; `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB` strips only credentials from Bash, hook and MCP environments".into()),
+    }
+}
+
+/// Codex (docs/harness.md, "Codex CLI").
+fn codex_fare(control: Control, input: &CompileInput<'_>) -> Fare {
+    use Basis::ProviderClaim;
+    use Enforcer::{Provider, WardenHook};
+    if let Some(fare) = os_fare(control, input) {
+        return fare;
+    }
+    let servers = input
+        .spec
+        .mcp_servers
+        .as_ref()
+        .is_some_and(|s| !s.is_empty());
+    let outside = "MCP server processes run outside Codex's sandbox";
+    match control {
+        Control::ToolsPolicy => Degraded(WardenHook, ProviderClaim, "`warden hook codex` decides shell commands, apply_patch and MCP tools (web search disabled); Codex's other built-in tools emit no PreToolUse".into()),
+        Control::HookPreTool => Enforced(Provider, ProviderClaim, "`-c hooks.PreToolUse` with `--dangerously-bypass-hook-trust` (session hooks are skipped silently without it)".into()),
+        Control::ShellPrefixRules => match exported(input, "") {
+            Unsupported(why) => Unsupported(why),
+            _ => Degraded(Provider, ProviderClaim, "the policy exported as `CODEX_HOME/rules/warden.rules`; Codex's rules are experimental and documented for commands outside its sandbox".into()),
         },
-        Control::EnvironmentAllowlist => {
-            if input.os.environment {
-                Enforced(
-                    OsBackend,
-                    OsEvidence,
-                    "the launch clears the environment to the allowlist".into(),
-                )
-            } else {
-                Unsupported("the OS backend did not prove its environment allowlist".into())
-            }
-        }
+        Control::FilesystemWriteRoots if !servers => Enforced(Provider, ProviderClaim, "`--sandbox workspace-write` with `writable_roots`, `exclude_slash_tmp` and `exclude_tmpdir_env_var`".into()),
+        Control::FilesystemWriteRoots => Degraded(Provider, ProviderClaim, format!("`--sandbox workspace-write` holds the tools; {outside}")),
+        Control::NetworkOff if !servers => Enforced(Provider, ProviderClaim, "`--sandbox workspace-write` with `network_access = false`, and web search disabled".into()),
+        Control::NetworkOff => Degraded(Provider, ProviderClaim, format!("the sandbox cuts the tools' network; {outside}")),
+        Control::NetworkAllowlist => Unsupported("with `--sandbox` Codex turns the network on or off, never per domain (its per-domain permission profiles are in beta)".into()),
+        Control::ApprovalPrompt => Enforced(Provider, ProviderClaim, "`--ask-for-approval on-request` (interactive `codex`; `codex exec` never asks)".into()),
+        Control::McpServerAllowlist => Degraded(Provider, ProviderClaim, "a fresh `CODEX_HOME` with the plan's servers (each behind `warden mcp proxy`), but `-c mcp_servers` adds to other layers (a system or trusted project config) and the launch does not list them to check".into()),
+        Control::EnvironmentAllowlist => Degraded(Provider, ProviderClaim, "the OS backend did not prove its environment allowlist; `shell_environment_policy` covers shell tools only".into()),
+    }
+}
+
+/// Gemini CLI (docs/harness.md, "Gemini CLI").
+fn gemini_fare(control: Control, input: &CompileInput<'_>) -> Fare {
+    use Basis::ProviderClaim;
+    use Enforcer::{Provider, WardenHook};
+    if let Some(fare) = os_fare(control, input) {
+        return fare;
+    }
+    let trust_leak = input
+        .spec
+        .environment
+        .iter()
+        .flatten()
+        .any(|n| GEMINI_TRUST_VARIABLES.contains(&n.as_str()));
+    match control {
+        Control::ToolsPolicy => Enforced(WardenHook, ProviderClaim, "`warden hook gemini` decides every tool call (matcher `*`), MCP tools included".into()),
+        Control::HookPreTool if trust_leak => Degraded(Provider, ProviderClaim, "the spec passes a folder-trust variable, which lets the workspace's settings override the hook".into()),
+        Control::HookPreTool => Enforced(Provider, ProviderClaim, "a fresh `GEMINI_CLI_HOME` whose settings hold the hook under a per-policy name, hooks enabled, `--skip-trust`".into()),
+        Control::ShellPrefixRules => exported(input, "the policy exported as Gemini policy TOML passed with `--admin-policy` (ignored if the system policy folder holds its own)"),
+        Control::FilesystemWriteRoots => Degraded(WardenHook, ProviderClaim, "Landlock is not proven here; the hook decides write_file/replace paths, and Gemini's tool sandbox cannot list roots beyond the workspace".into()),
+        Control::NetworkOff => Degraded(Provider, ProviderClaim, "`security.toolSandboxing` (needs bwrap) with web_fetch and google_web_search excluded; MCP servers are not sandboxed".into()),
+        Control::NetworkAllowlist => Degraded(WardenHook, ProviderClaim, "the hook holds web_fetch URLs to the policy's domain rules; shell commands reach any host".into()),
+        Control::ApprovalPrompt => Enforced(Provider, ProviderClaim, "`--approval-mode default` with `security.disableYoloMode` (interactive; headless, an ask is a refusal)".into()),
+        Control::McpServerAllowlist => Enforced(Provider, ProviderClaim, "the plan's servers (each behind `warden mcp proxy`) and `--allowed-mcp-server-names`".into()),
+        Control::EnvironmentAllowlist => Degraded(Provider, ProviderClaim, "the OS backend did not prove its environment allowlist; `security.environmentVariableRedaction` hides secret-like names from tools only".into()),
     }
 }
 

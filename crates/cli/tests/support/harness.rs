@@ -21,7 +21,7 @@ fn fake(dir: &Path, name: &str, version: &str) -> PathBuf {
             "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo '{version}'; exit 0; fi\n\
              {{ for a in \"$@\"; do printf 'arg %s\\n' \"$a\"; done; env | sort | sed 's/^/env /'; \
              for a in \"$@\"; do case \"$a\" in /*.json) printf 'file %s\\n' \"$a\"; cat \"$a\";; esac; done; \
-             [ -n \"$GEMINI_CLI_SYSTEM_SETTINGS_PATH\" ] && cat \"$GEMINI_CLI_SYSTEM_SETTINGS_PATH\"; true; }} > record.txt\n"
+             [ -n \"$GEMINI_CLI_HOME\" ] && cat \"$GEMINI_CLI_HOME/.gemini/settings.json\"; true; }} > record.txt\n"
         ),
     )
     .unwrap();
@@ -356,4 +356,69 @@ fn a_missing_or_unknown_provider_is_unsupported_never_assumed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The real Codex CLI and Gemini CLI (installed by `cargo xtask ci` from tests/providers'
+/// lock file) are probed contained, offline, with an empty HOME; Claude Code, whose npm
+/// package needs a newer Node than these machines have, is not installed, and its probe says
+/// it is unsupported.
+#[test]
+fn the_real_providers_are_probed_honestly() {
+    let bin =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/providers/node_modules/.bin");
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(bin.join("../../package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (provider, package) in [("codex", "@openai/codex"), ("gemini", "@google/gemini-cli")] {
+        let exe = bin.join(provider);
+        assert!(
+            exe.exists(),
+            "{} (cargo xtask ci, step test-servers, installs it)",
+            exe.display()
+        );
+        let out = warden(
+            &[
+                "harness",
+                "probe",
+                "--provider",
+                provider,
+                "--executable",
+                exe.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+            dir.path(),
+        );
+        let probe: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pinned = lock["packages"][format!("node_modules/{package}")]["version"]
+            .as_str()
+            .unwrap();
+        assert_eq!(probe["version"], pinned, "{provider}: {probe}");
+        assert_eq!(probe["unsupported"], Value::Null, "{provider}: {probe}");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            probe["output_digest"]
+                .as_str()
+                .unwrap()
+                .starts_with("blake3:")
+        );
+    }
+    let out = warden(
+        &[
+            "harness",
+            "probe",
+            "--provider",
+            "claude-code",
+            "--executable",
+            bin.join("claude").to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let probe: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(probe["unsupported"].is_string(), "{probe}");
 }
