@@ -2,7 +2,7 @@
 //! `HarnessSpec`, with a report of who enforces each control it asks for.
 //!
 //! ```text
-//! warden harness plan --provider claude-code|codex|gemini --spec FILE [--executable PATH] [--format json]
+//! warden harness plan --provider claude-code|codex|gemini --spec FILE [--executable PATH] [--format json] [-- ARGS…]
 //! warden harness probe --provider P [--executable PATH] [--format json]
 //! warden harness run --provider P --spec FILE [--executable PATH] -- ARGS…
 //! ```
@@ -68,15 +68,16 @@ pub(crate) struct PlanArgs {
     /// The harness spec (TOML).
     #[arg(long, value_name = "FILE")]
     spec: PathBuf,
+    /// Arguments for the provider, after `--` (a prompt, `exec`, `-p`): last on its command
+    /// line, and part of the plan (a headless run has nobody to answer a prompt).
+    #[arg(last = true)]
+    args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     plan: PlanArgs,
-    /// Arguments for the provider, after `--` (for example a prompt).
-    #[arg(last = true)]
-    args: Vec<String>,
 }
 
 fn provider(name: &str) -> Result<ProviderName, String> {
@@ -251,8 +252,10 @@ fn plan(a: &PlanArgs) -> Result<Planned, CliError> {
         os: OsBackend {
             write_roots: proven(Mechanism::Landlock),
             environment: proven(Mechanism::Environment),
+            evidence: os_evidence(&backend),
         },
         prefix_rules,
+        args: a.args.clone(),
     };
     let plan = launch::compile(provider, &input);
     Ok(Planned {
@@ -261,6 +264,23 @@ fn plan(a: &PlanArgs) -> Result<Planned, CliError> {
         workspace,
         write_roots,
     })
+}
+
+/// The backend probe's evidence for the two mechanisms a launch rests on.
+fn os_evidence(backend: &SubprocessBackend) -> String {
+    backend
+        .mechanisms()
+        .into_iter()
+        .filter(|(m, _, _)| matches!(m, Mechanism::Landlock | Mechanism::Environment))
+        .map(|(m, ok, evidence)| {
+            format!(
+                "{}: {} ({evidence})",
+                m.name(),
+                if ok { "proven" } else { "not proven" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The policy, loaded (it must), exported as Claude Code's `permissions`: the text and whether
@@ -380,8 +400,7 @@ fn launch(a: &RunArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let Some((program, args)) = plan.argv.split_first() else {
         return Err(CliError::Input("the plan has no command".into()));
     };
-    let mut args = args.to_vec();
-    args.extend(a.args.iter().cloned());
+    let args = args.to_vec();
     // The plan's folders (the provider's per-run home and settings) are in the workspace.
     let roots = std::iter::once(workspace.clone())
         .chain(write_roots)

@@ -138,6 +138,9 @@ pub struct ControlEntry {
     pub basis: Basis,
     /// How (the flag, setting or mechanism), and for a degraded or unsupported control, why.
     pub detail: String,
+    /// What the claim rests on here: the probed provider version and the digest of its
+    /// `--version` output, or the OS backend's probe of the mechanism.
+    pub evidence: String,
 }
 
 /// Every requested control exactly once, by status.
@@ -183,12 +186,14 @@ use Fare::{Degraded, Enforced, Unsupported};
 
 /// What the OS backend proved on this machine (`warden sandbox probe`): the mechanisms a
 /// launch can rest on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OsBackend {
     /// Writes confined to roots (Landlock).
     pub write_roots: bool,
     /// The environment cleared to an allowlist.
     pub environment: bool,
+    /// The backend probe's own evidence for what it proved (cited by the report).
+    pub evidence: String,
 }
 
 /// What compiling needs besides the spec: absolute paths resolved by the caller, the probe,
@@ -211,6 +216,21 @@ pub struct CompileInput<'a> {
     pub os: OsBackend,
     /// The policy exported as the provider's own rules, with whether the export was exact.
     pub prefix_rules: Option<(String, bool)>,
+    /// The caller's arguments for the provider (a prompt, `exec`, `-p`), last on the command
+    /// line; a headless run has nobody to answer an approval prompt.
+    pub args: Vec<String>,
+}
+
+impl CompileInput<'_> {
+    /// Whether the caller's arguments run the provider headless (Codex `exec`, Claude Code and
+    /// Gemini CLI `-p`/`--print`/`--prompt`), where no person answers a prompt.
+    fn headless(&self, provider: ProviderName) -> bool {
+        match provider {
+            ProviderName::Codex => self.args.first().is_some_and(|a| a == "exec" || a == "e"),
+            ProviderName::ClaudeCode => self.args.iter().any(|a| a == "-p" || a == "--print"),
+            ProviderName::Gemini => self.args.iter().any(|a| a == "-p" || a == "--prompt"),
+        }
+    }
 }
 
 /// An immutable launch plan (`warden harness plan` prints it).
@@ -265,6 +285,7 @@ pub fn compile(provider: ProviderName, input: &CompileInput<'_>) -> Plan {
         ProviderName::Codex => codex(input, &dir, &mut argv, &mut files),
         ProviderName::Gemini => gemini(input, &dir, &mut argv, &mut files),
     }
+    argv.extend(input.args.iter().cloned());
     let env_allow = env_allow(input);
     let report = report(provider, input);
     let mut plan = Plan {
@@ -650,12 +671,28 @@ fn gemini(
     with_env(argv, &[("GEMINI_CLI_HOME", text(&home))]);
 }
 
+/// The provider evidence a claim rests on: its version and the digest of what `--version`
+/// printed.
+fn provider_evidence(probe: &Probe) -> String {
+    match (&probe.version, &probe.output_digest) {
+        (Some(v), Some(d)) => format!("{} {v}, `--version` output {d}", probe.provider),
+        (None, Some(d)) => format!(
+            "{} of unknown version, `--version` output {d}",
+            probe.provider
+        ),
+        _ => format!("{} not probed", probe.provider),
+    }
+}
+
 /// The report: each requested control, as the provider fares with it.
 fn report(provider: ProviderName, input: &CompileInput<'_>) -> ControlReport {
     let mut report = ControlReport::default();
     for control in input.spec.requested() {
         let fare = match &input.probe.unsupported {
             Some(why) => Unsupported(format!("{provider} is unsupported here: {why}")),
+            None if control == Control::ApprovalPrompt && input.headless(provider) => Unsupported(
+                format!("the arguments run {provider} headless, where nobody answers a prompt"),
+            ),
             None => match provider {
                 ProviderName::ClaudeCode => claude_code_fare(control, input),
                 ProviderName::Codex => codex_fare(control, input),
@@ -667,11 +704,20 @@ fn report(provider: ProviderName, input: &CompileInput<'_>) -> ControlReport {
             Degraded(by, basis, d) => (&mut report.degraded, by, basis, d),
             Unsupported(d) => (&mut report.unsupported, Enforcer::Nobody, Basis::None, d),
         };
+        let evidence = match basis {
+            Basis::ProviderClaim => provider_evidence(input.probe),
+            Basis::OsEvidence => input.os.evidence.clone(),
+            Basis::None => match &input.probe.unsupported {
+                Some(_) => provider_evidence(input.probe),
+                None => String::new(),
+            },
+        };
         list.push(ControlEntry {
             control,
             by,
             basis,
             detail,
+            evidence,
         });
     }
     report
@@ -866,8 +912,9 @@ mod tests {
                 write_roots: vec!["/w".into()],
                 warden: "/bin/warden".into(),
                 probe: &probe,
-                os: OsBackend { write_roots, environment },
+                os: OsBackend { write_roots, environment, evidence: "probe".into() },
                 prefix_rules: Some(("{\"permissions\":{}}".into(), exact)),
+                args: Vec::new(),
             };
             let plan = compile(provider, &input);
             let requested = spec.requested();

@@ -83,12 +83,27 @@ fn normalized(out: &Output, dir: &Path) -> Value {
     let warden = PathBuf::from(env!("CARGO_BIN_EXE_warden"))
         .canonicalize()
         .unwrap();
-    let text = text
+    let mut text = text
         .replace(warden.to_str().unwrap(), "$WARDEN")
         .replace(dir.to_str().unwrap(), "$WORKSPACE");
+    // Gemini's hook is named after its command, which holds this run's paths.
+    let named = "\\\"name\\\": \\\"warden-";
+    if let Some(at) = text.find(named) {
+        let start = at + named.len();
+        text.replace_range(start..start + 12, "$NAME");
+    }
     let mut v: Value = serde_json::from_str(&text).unwrap();
     assert!(v["plan_digest"].as_str().unwrap().starts_with("blake3:"));
     v["plan_digest"] = Value::String("$DIGEST".into());
+    // What the OS backend's probe says is this machine's, not the plan's.
+    for status in ["enforced", "degraded", "unsupported"] {
+        for entry in v["report"][status].as_array_mut().unwrap() {
+            if entry["basis"] == "os_evidence" {
+                assert!(entry["evidence"].as_str().unwrap().contains("landlock"));
+                entry["evidence"] = Value::String("$OS_EVIDENCE".into());
+            }
+        }
+    }
     v
 }
 
@@ -421,4 +436,57 @@ fn the_real_providers_are_probed_honestly() {
     assert_eq!(out.status.code(), Some(3));
     let probe: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(probe["unsupported"].is_string(), "{probe}");
+}
+
+/// A headless run (Codex `exec`, Claude Code and Gemini CLI `-p`) has nobody to answer a
+/// prompt: planned with those arguments, `approval.prompt@1` is unsupported.
+#[test]
+fn approval_prompts_are_unsupported_in_a_headless_run() {
+    for ((provider, version), headless) in
+        VERSIONS
+            .into_iter()
+            .zip([["-p", "hi"], ["exec", "hi"], ["-p", "hi"]])
+    {
+        let dir = workspace("[\"approval.prompt@1\"]");
+        let exe = fake(dir.path(), &format!("fake-{provider}"), version);
+        let base = [
+            "harness",
+            "plan",
+            "--provider",
+            provider,
+            "--spec",
+            "spec.toml",
+            "--executable",
+            exe.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        assert_eq!(
+            warden(&base, dir.path()).status.code(),
+            Some(0),
+            "{provider}: interactive"
+        );
+        let mut args = base.to_vec();
+        args.push("--");
+        args.extend(headless);
+        let out = warden(&args, dir.path());
+        assert_eq!(out.status.code(), Some(3), "{provider}: headless");
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let entry = plan["report"]["unsupported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["control"] == "approval.prompt@1")
+            .unwrap();
+        assert!(
+            entry["detail"].as_str().unwrap().contains("headless"),
+            "{entry}"
+        );
+        let argv = plan["argv"].as_array().unwrap();
+        assert_eq!(
+            argv[argv.len() - 2..],
+            [Value::from(headless[0]), Value::from("hi")],
+            "the arguments end the command line"
+        );
+    }
 }
