@@ -367,8 +367,8 @@ fn print_plan(out: &mut impl Write, plan: &Plan, format: OutputFormat) -> Result
 /// `run`: refuses before spawning when a required control is not enforced; otherwise writes
 /// the plan's files and runs the provider contained (writes under the workspace, the write
 /// roots and the temporary folder; the environment cleared to
-/// the plan's allowlist; the network on, which the agent needs for its model), and prints what
-/// it printed when it ends.
+/// the plan's allowlist; the network on, which the agent needs for its model), attached to this
+/// terminal, and exits with its code.
 fn launch(a: &RunArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let Planned {
         plan,

@@ -274,6 +274,42 @@ impl SubprocessBackend {
         })
     }
 
+    /// Runs `spec` contained exactly as [`EffectBackend::run`] would, but attached to this
+    /// process's standard input, output and error (a terminal, for an interactive program
+    /// such as a coding agent), and waits for it: its exit code, or `None` when a signal ended
+    /// it. `spec.stdin` and `spec.max_output_bytes` do not apply; `spec.timeout_ms` does.
+    pub async fn run_attached(&self, spec: &ProcessSpec) -> Result<Option<i32>, BackendError> {
+        let sandbox = self.sandbox_spec(spec)?;
+        let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
+            message: e.to_string(),
+        })?;
+        let mut child = tokio_command(&self.helper)
+            .arg(EXEC_MODE)
+            .arg(json)
+            .arg(std::process::id().to_string())
+            .env_clear()
+            .stdin(std::process::Stdio::inherit())
+            .stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| BackendError::Spawn {
+                message: format!("{}: {e}", spec.program),
+            })?;
+        let waited = match spec.timeout_ms {
+            Some(ms) => tokio::time::timeout(std::time::Duration::from_millis(ms), child.wait())
+                .await
+                .map_err(|_| BackendError::Spawn {
+                    message: format!("{}: still running after {ms} ms, killed", spec.program),
+                })?,
+            None => child.wait().await,
+        };
+        let status = waited.map_err(|e| BackendError::Spawn {
+            message: format!("{}: {e}", spec.program),
+        })?;
+        Ok(status.code())
+    }
+
     fn proven(&self, capability: Capability) -> bool {
         self.report.status(capability) == CapabilityStatus::Enforced
     }
