@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// Why a check could not run. A violation is not an error: it is a finding in the
-/// [`Report`](crate::Report); an `Error` means the workspace could not be checked at all (a
+/// [`BypassReport`](crate::BypassReport); an `Error` means the workspace could not be checked at all (a
 /// binary maps it to exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -7,7 +7,7 @@ use std::path::Path;
 use cargo_metadata::{Dependency, DependencyKind, Metadata, Package};
 
 use crate::manifest::Manifest;
-use crate::{Config, Error, Rule, Violation, relative};
+use crate::{BypassRule, Config, Error, Violation, relative};
 
 /// Counts for the report's summary.
 pub(crate) struct GraphCounts {
@@ -24,7 +24,13 @@ struct Member<'a> {
 }
 
 impl Member<'_> {
-    fn violation(&self, root: &Path, line: Option<usize>, rule: Rule, text: String) -> Violation {
+    fn violation(
+        &self,
+        root: &Path,
+        line: Option<usize>,
+        rule: BypassRule,
+        text: String,
+    ) -> Violation {
         Violation {
             path: relative(root, self.package.manifest_path.as_std_path()),
             line: line.unwrap_or(1),
@@ -100,7 +106,7 @@ pub(crate) fn check(
             out.push(member.violation(
                 root,
                 member.manifest.package_name_line(),
-                Rule::UnlayeredCrate,
+                BypassRule::UnlayeredCrate,
                 format!(
                     "{name} is in neither [workspace.metadata.warden.layers] nor \
                      boundary.tooling; give it a layer"
@@ -135,7 +141,12 @@ pub(crate) fn check(
                 // The unlayered crate is reported on its own.
                 continue;
             };
-            out.push(member.violation(root, member.dependency_line(dep), Rule::Layering, message));
+            out.push(member.violation(
+                root,
+                member.dependency_line(dep),
+                BypassRule::Layering,
+                message,
+            ));
         }
     }
     counts.edges = edges.len();
@@ -226,7 +237,7 @@ fn check_test_only_features(
             out.push(member.violation(
                 root,
                 member.manifest.feature_line("default"),
-                Rule::TestOnlyFeature,
+                BypassRule::TestOnlyFeature,
                 format!(
                     "the default features of {name} enable a test-only feature of an executor \
                      crate (boundary.test-only-features: {}); every normal dependent would \
@@ -257,7 +268,7 @@ fn check_test_only_features(
                 out.push(member.violation(
                     root,
                     member.dependency_line(dep),
-                    Rule::TestOnlyFeature,
+                    BypassRule::TestOnlyFeature,
                     format!(
                         "{name} {} {} with {what}; only dev-dependencies may enable it (feature \
                          unification would turn it on in production builds)",

@@ -18,7 +18,7 @@
 //!   feature.
 //!
 //! The configuration is the workspace's `[workspace.metadata.warden]` table ([`Config`]); the
-//! result is a [`Report`] whose `Display` is the tool's output (`path:line: rule: explanation`).
+//! result is a [`BypassReport`] whose `Display` is the tool's output (`path:line: rule: explanation`).
 //!
 //! **Invariant:** a scan over-approximates: when syntax cannot tell whether a name is the token
 //! or the callable trait, it is treated as if it were. A finding may be spurious; a missed one
@@ -59,13 +59,13 @@ pub use config::{
     DEFAULT_TOKEN, ItemPath,
 };
 pub use error::Error;
-pub use report::{Report, Rule, Summary, Violation};
+pub use report::{BypassReport, BypassRule, Summary, Violation};
 
 /// Checks the workspace whose root manifest is `manifest_path`.
 ///
 /// Runs `cargo metadata --no-deps --offline` (no dependency resolution, no network), reads the
 /// configuration from its `[workspace.metadata.warden]`, and runs every rule.
-pub fn check_workspace(manifest_path: &Path) -> Result<Report, Error> {
+pub fn check_workspace(manifest_path: &Path) -> Result<BypassReport, Error> {
     let metadata = MetadataCommand::new()
         .manifest_path(manifest_path)
         .no_deps()
@@ -80,19 +80,19 @@ pub fn check_workspace(manifest_path: &Path) -> Result<Report, Error> {
 
 /// Checks a workspace from `cargo metadata` output already at hand, with the configuration in
 /// its `[workspace.metadata.warden]`.
-pub fn check_metadata(metadata: &Metadata) -> Result<Report, Error> {
+pub fn check_metadata(metadata: &Metadata) -> Result<BypassReport, Error> {
     let config = Config::from_metadata(metadata)?;
     check_with_config(metadata, &config)
 }
 
 /// Checks a workspace with an explicit configuration (for a workspace that keeps it elsewhere).
-pub fn check_with_config(metadata: &Metadata, config: &Config) -> Result<Report, Error> {
+pub fn check_with_config(metadata: &Metadata, config: &Config) -> Result<BypassReport, Error> {
     let mut violations = Vec::new();
     let graph = graph::check(metadata, config, &mut violations)?;
     let files_scanned = source::check(metadata, config, &mut violations)?;
     violations.sort();
     violations.dedup();
-    Ok(Report {
+    Ok(BypassReport {
         checked: Summary {
             crates: graph.crates,
             layered: graph.layered,

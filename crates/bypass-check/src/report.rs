@@ -1,14 +1,14 @@
-//! What a check found: the [`Report`], its [`Summary`] of what was checked, and each [`Violation`].
+//! What a check found: the [`BypassReport`], its [`Summary`] of what was checked, and each [`Violation`].
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-/// The kind of a violation. Its [`name`](Rule::name) is the `rule` field of an output line and
+/// The kind of a violation. Its [`name`](BypassRule::name) is the `rule` field of an output line and
 /// is stable: scripts and downstream tests match on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
-pub enum Rule {
+pub enum BypassRule {
     /// A runtime crate's normal or build dependency points to its own layer, a higher layer, or a
     /// tooling crate.
     Layering,
@@ -28,35 +28,35 @@ pub enum Rule {
     TestOnlyFeature,
 }
 
-impl Rule {
+impl BypassRule {
     /// Every rule, in output order.
-    pub const ALL: [Rule; 8] = [
-        Rule::Layering,
-        Rule::UnlayeredCrate,
-        Rule::TokenMint,
-        Rule::InvokeCall,
-        Rule::RawTransportReexport,
-        Rule::UnsafeCode,
-        Rule::MissingForbidUnsafe,
-        Rule::TestOnlyFeature,
+    pub const ALL: [BypassRule; 8] = [
+        BypassRule::Layering,
+        BypassRule::UnlayeredCrate,
+        BypassRule::TokenMint,
+        BypassRule::InvokeCall,
+        BypassRule::RawTransportReexport,
+        BypassRule::UnsafeCode,
+        BypassRule::MissingForbidUnsafe,
+        BypassRule::TestOnlyFeature,
     ];
 
     /// The rule's stable name, as printed (`layering`, `token-mint`, …).
     pub fn name(self) -> &'static str {
         match self {
-            Rule::Layering => "layering",
-            Rule::UnlayeredCrate => "unlayered-crate",
-            Rule::TokenMint => "token-mint",
-            Rule::InvokeCall => "invoke-call",
-            Rule::RawTransportReexport => "raw-transport-reexport",
-            Rule::UnsafeCode => "unsafe-code",
-            Rule::MissingForbidUnsafe => "missing-forbid-unsafe",
-            Rule::TestOnlyFeature => "test-only-feature",
+            BypassRule::Layering => "layering",
+            BypassRule::UnlayeredCrate => "unlayered-crate",
+            BypassRule::TokenMint => "token-mint",
+            BypassRule::InvokeCall => "invoke-call",
+            BypassRule::RawTransportReexport => "raw-transport-reexport",
+            BypassRule::UnsafeCode => "unsafe-code",
+            BypassRule::MissingForbidUnsafe => "missing-forbid-unsafe",
+            BypassRule::TestOnlyFeature => "test-only-feature",
         }
     }
 }
 
-impl fmt::Display for Rule {
+impl fmt::Display for BypassRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -70,7 +70,7 @@ pub struct Violation {
     /// The 1-based line in `path`.
     pub line: usize,
     /// What kind of violation.
-    pub rule: Rule,
+    pub rule: BypassRule,
     /// What is wrong and which rule of the boundary it breaks, naming the crates involved.
     pub explanation: String,
 }
@@ -118,26 +118,26 @@ impl fmt::Display for Summary {
 /// Its `Display` is the tool's whole output: the summary line, one line per violation, and a
 /// closing line (`bypass-check: ok` or `bypass-check: N violations (…)`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct BypassReport {
     /// What was checked.
     pub checked: Summary,
     /// Every violation found; empty when the workspace is clean.
     pub violations: Vec<Violation>,
 }
 
-impl Report {
+impl BypassReport {
     /// True when no violation was found.
     pub fn is_clean(&self) -> bool {
         self.violations.is_empty()
     }
 
     /// The violations of one rule.
-    pub fn of_rule(&self, rule: Rule) -> impl Iterator<Item = &Violation> {
+    pub fn of_rule(&self, rule: BypassRule) -> impl Iterator<Item = &Violation> {
         self.violations.iter().filter(move |v| v.rule == rule)
     }
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for BypassReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.checked)?;
         for violation in &self.violations {
@@ -146,7 +146,7 @@ impl fmt::Display for Report {
         if self.violations.is_empty() {
             return writeln!(f, "bypass-check: ok, no violations");
         }
-        let mut counts: BTreeMap<Rule, usize> = BTreeMap::new();
+        let mut counts: BTreeMap<BypassRule, usize> = BTreeMap::new();
         for violation in &self.violations {
             *counts.entry(violation.rule).or_default() += 1;
         }

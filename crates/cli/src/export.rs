@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use warden_harness::Report;
-use warden_harness::claude_code::{self, Scope, SettingsFile};
+use warden_harness::TranslationReport;
+use warden_harness::claude_code::{self, SettingsFile, SettingsScope};
 use warden_harness::export::{self, Target};
 use warden_policy::Format;
 
@@ -73,7 +73,7 @@ pub(crate) struct ImportArgs {
 }
 
 fn report_text(
-    report: &Report,
+    report: &TranslationReport,
     format: OutputFormat,
     head: serde_json::Value,
 ) -> Result<String, CliError> {
@@ -134,10 +134,10 @@ fn settings_file(arg: &str, home: Option<&Path>) -> Result<SettingsFile, CliErro
     let (named, path) = match arg.split_once('=') {
         Some((scope, path)) if ["managed", "local", "project", "user"].contains(&scope) => {
             let s = match scope {
-                "managed" => Scope::Managed,
-                "local" => Scope::Local,
-                "project" => Scope::Project,
-                _ => Scope::User,
+                "managed" => SettingsScope::Managed,
+                "local" => SettingsScope::Local,
+                "project" => SettingsScope::Project,
+                _ => SettingsScope::User,
             };
             (Some(s), path)
         }
@@ -145,7 +145,7 @@ fn settings_file(arg: &str, home: Option<&Path>) -> Result<SettingsFile, CliErro
     };
     let path = load::absolute(Path::new(path))?;
     let scope = named
-        .or_else(|| Scope::of_path(&path, home))
+        .or_else(|| SettingsScope::of_path(&path, home))
         .ok_or_else(|| {
             CliError::Input(format!(
                 "{}: cannot tell its scope: Claude Code settings are managed-settings.json, settings.json or settings.local.json (or name it: project=PATH)",

@@ -15,7 +15,7 @@ use warden_policy::{
 };
 
 use crate::error::HarnessError;
-use crate::report::{Entry, Report, Status};
+use crate::report::{Entry, Status, TranslationReport};
 
 /// The provider's name in journals and reports.
 pub const PROVIDER: &str = "claude-code";
@@ -359,7 +359,7 @@ pub fn hook_settings(command: &str, args: &[String], timeout_secs: u32) -> Value
 
 /// The Claude Code settings scopes, highest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scope {
+pub enum SettingsScope {
     /// `managed-settings.json` (administrators).
     Managed,
     /// `.claude/settings.local.json` (personal, per project).
@@ -370,7 +370,7 @@ pub enum Scope {
     User,
 }
 
-impl Scope {
+impl SettingsScope {
     /// The source name: `managed`, `local`, `project`, `user`.
     pub fn name(self) -> &'static str {
         match self {
@@ -414,7 +414,7 @@ impl Scope {
 #[derive(Debug, Clone)]
 pub struct SettingsFile {
     /// Its scope.
-    pub scope: Scope,
+    pub scope: SettingsScope,
     /// Where it was read from (absolute; `/path` rules are relative to its project).
     pub path: PathBuf,
     /// Its text.
@@ -427,7 +427,7 @@ pub struct Import {
     /// The policy: one trusted `[[sources]]` entry per settings file, ranked by scope.
     pub policy: PolicyFile,
     /// What translated exactly, approximately (stricter) or not at all.
-    pub report: Report,
+    pub report: TranslationReport,
 }
 
 /// The folder a settings file's `/path` rules are relative to: the project (the folder that
@@ -599,11 +599,11 @@ fn rule_strings(v: Option<&Value>, file: &str, pointer: &str) -> Result<Vec<Stri
 /// `permissions.defaultMode`: `dontAsk` → deny, `bypassPermissions` → allow, anything else →
 /// ask (Claude Code prompts).
 pub fn import_settings(files: &[SettingsFile]) -> Result<Import, HarnessError> {
-    let mut report = Report::default();
+    let mut report = TranslationReport::default();
     let mut sources = Vec::new();
     let mut ordered: Vec<&SettingsFile> = files.iter().collect();
     ordered.sort_by_key(|f| f.scope);
-    let mut default: Option<(Decision, String, Scope)> = None;
+    let mut default: Option<(Decision, String, SettingsScope)> = None;
     let mut used_names: Vec<String> = Vec::new();
     for f in ordered {
         let label = f.path.display().to_string();
@@ -826,37 +826,40 @@ mod tests {
     fn scopes_come_from_file_names() {
         let home = Path::new("/home/u");
         assert_eq!(
-            Scope::of_path(Path::new("/home/u/.claude/settings.json"), Some(home)),
-            Some(Scope::User)
+            SettingsScope::of_path(Path::new("/home/u/.claude/settings.json"), Some(home)),
+            Some(SettingsScope::User)
         );
         assert_eq!(
-            Scope::of_path(Path::new("/p/.claude/settings.json"), Some(home)),
-            Some(Scope::Project)
+            SettingsScope::of_path(Path::new("/p/.claude/settings.json"), Some(home)),
+            Some(SettingsScope::Project)
         );
         assert_eq!(
-            Scope::of_path(Path::new("/p/.claude/settings.local.json"), Some(home)),
-            Some(Scope::Local)
+            SettingsScope::of_path(Path::new("/p/.claude/settings.local.json"), Some(home)),
+            Some(SettingsScope::Local)
         );
         assert_eq!(
-            Scope::of_path(
+            SettingsScope::of_path(
                 Path::new("/etc/claude-code/managed-settings.json"),
                 Some(home)
             ),
-            Some(Scope::Managed)
+            Some(SettingsScope::Managed)
         );
-        assert_eq!(Scope::of_path(Path::new("/p/other.json"), Some(home)), None);
+        assert_eq!(
+            SettingsScope::of_path(Path::new("/p/other.json"), Some(home)),
+            None
+        );
     }
 
     #[test]
     fn import_ranks_scopes_and_translates_rules() {
         let files = vec![
             SettingsFile {
-                scope: Scope::Project,
+                scope: SettingsScope::Project,
                 path: "/p/.claude/settings.json".into(),
                 text: r#"{"permissions":{"allow":["Bash(npm run test:*)","Read(/src/**)","Grep","mcp__github"],"deny":["Read(./.env)","WebFetch(domain:evil.com)"]}}"#.into(),
             },
             SettingsFile {
-                scope: Scope::Managed,
+                scope: SettingsScope::Managed,
                 path: "/etc/claude-code/managed-settings.json".into(),
                 text: r#"{"permissions":{"deny":["Bash(curl:*)","mcp__github__delete_repo"],"defaultMode":"dontAsk"}}"#.into(),
             },

@@ -23,7 +23,7 @@ use warden_policy::{
 };
 
 use crate::error::HarnessError;
-use crate::report::{Entry, Report, Status};
+use crate::report::{Entry, Status, TranslationReport};
 
 /// The export targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,7 +56,7 @@ pub struct Export {
     pub text: String,
     /// What translated how. Each entry's `to` lists the items it contributed to the file, in
     /// the shape [`items_of`] reads back.
-    pub report: Report,
+    pub report: TranslationReport,
 }
 
 /// One rule as the snapshot declares it.
@@ -159,7 +159,7 @@ pub fn export(snapshot: &PolicySnapshot, target: Target) -> Result<Export, Harne
     let builtin = builtin_profiles();
     let custom = |tool: &str| snapshot.profiles().get(tool) != builtin.get(tool);
     let env = snapshot.path_env();
-    let mut report = Report::default();
+    let mut report = TranslationReport::default();
     for d in &declared {
         let entry = |t: Tr| {
             (
@@ -453,7 +453,7 @@ fn claude_default(default: Decision) -> Tr {
     }
 }
 
-fn claude_text(report: &Report) -> Result<String, HarnessError> {
+fn claude_text(report: &TranslationReport) -> Result<String, HarnessError> {
     let mut lists: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut default_mode: Option<String> = None;
     for item in report.emitted() {
@@ -565,7 +565,7 @@ fn starlark_str(s: &str) -> String {
     out
 }
 
-fn codex_text(report: &Report, header: &str) -> String {
+fn codex_text(report: &TranslationReport, header: &str) -> String {
     let mut out = format!(
         "# {header}\n# Codex .rules: the strictest matching decision wins (forbidden > prompt > allow).\n"
     );
@@ -770,7 +770,7 @@ struct GeminiFile {
     rule: Vec<Value>,
 }
 
-fn gemini_text(report: &Report, header: &str) -> Result<String, HarnessError> {
+fn gemini_text(report: &TranslationReport, header: &str) -> Result<String, HarnessError> {
     let file = GeminiFile {
         rule: report.emitted(),
     };

@@ -16,7 +16,7 @@
 //! - [`replay`]: what a replay counts (per decision, per rule, rules that never fired, calls no
 //!   rule covered).
 //! - [`export`]: a Warden policy translated into Claude Code `permissions`, Codex `.rules` and
-//!   Gemini CLI policy TOML, with a [`Report`] of what translated exactly, what was approximated
+//!   Gemini CLI policy TOML, with a [`TranslationReport`] of what translated exactly, what was approximated
 //!   (always toward stricter) and what cannot be expressed.
 //!
 //! Key design decision: the mapping is one table used by both the hook and replay, so a replay
@@ -50,4 +50,4 @@ pub mod spec;
 pub mod transcript;
 
 pub use error::HarnessError;
-pub use report::{Entry, Report, Status};
+pub use report::{Entry, Status, TranslationReport};

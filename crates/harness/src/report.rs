@@ -45,7 +45,7 @@ pub struct Entry {
 
 /// Every rule of a translation, sorted into the three outcomes, in policy order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Report {
+pub struct TranslationReport {
     /// Translated with the same meaning.
     pub exact: Vec<Entry>,
     /// Translated into something stricter.
@@ -54,7 +54,7 @@ pub struct Report {
     pub inexpressible: Vec<Entry>,
 }
 
-impl Report {
+impl TranslationReport {
     /// Adds an entry under `status`.
     pub fn push(&mut self, status: Status, entry: Entry) {
         match status {

@@ -15,13 +15,13 @@ use crate::helper::{
     self, CANARY, EXEC_MODE, IsolationProbe, LandlockProbe, PROBE_MODE, ProbeResult,
 };
 use crate::records::{ProcessRecords, RECORD_VARIABLE, Record};
-use crate::spec::{Limits, SandboxSpec};
+use crate::spec::{ResourceLimits, SandboxSpec};
 
 /// The name this backend reports.
 pub const SUBPROCESS: &str = "subprocess";
 
 /// Default resource limits for contained processes.
-pub const DEFAULT_LIMITS: Limits = Limits {
+pub const DEFAULT_LIMITS: ResourceLimits = ResourceLimits {
     cpu_seconds: Some(300),
     max_processes: Some(512),
     max_file_bytes: Some(1 << 30),
@@ -48,7 +48,7 @@ pub struct SubprocessBackend {
     helper: PathBuf,
     report: CapabilityReport,
     reference: BackendRef,
-    limits: Limits,
+    limits: ResourceLimits,
     records: Option<ProcessRecords>,
 }
 
@@ -234,7 +234,7 @@ impl SubprocessBackend {
     }
 
     /// The same backend with other resource limits.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
+    pub fn with_limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -541,7 +541,7 @@ fn probe_spec(helper: &Path, name: &str, arg: Option<String>) -> SandboxSpec {
         read_roots: None,
         network: true,
         landlock: false,
-        limits: Limits::default(),
+        limits: ResourceLimits::default(),
         isolate_processes: false,
         unix_sockets_off: false,
     }

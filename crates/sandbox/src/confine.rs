@@ -12,7 +12,7 @@ use nix::sched::CloneFlags;
 use nix::sys::resource::{Resource, setrlimit};
 
 use crate::error::SandboxError;
-use crate::spec::Limits;
+use crate::spec::ResourceLimits;
 
 /// The newest Landlock ABI this build knows; the kernel may support less (best effort, then
 /// checked: anything short of full enforcement of what we asked is reported).
@@ -36,7 +36,7 @@ fn write_proc(path: &str, text: &str) -> Result<(), SandboxError> {
 }
 
 /// Applies the resource limits.
-pub(crate) fn apply_limits(limits: &Limits) -> Result<(), SandboxError> {
+pub(crate) fn apply_limits(limits: &ResourceLimits) -> Result<(), SandboxError> {
     let set = |resource, value: Option<u64>, name: &str| match value {
         Some(v) => setrlimit(resource, v, v)
             .map_err(|e| SandboxError::Confine(format!("setrlimit({name}): {e}"))),

@@ -36,4 +36,4 @@ pub use backend::{
 pub use error::SandboxError;
 pub use in_process::{IN_PROCESS, InProcessBackend};
 pub use records::{ProcessRecords, RECORD_VARIABLE, Survivor};
-pub use spec::{Limits, SandboxSpec};
+pub use spec::{ResourceLimits, SandboxSpec};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// Resource limits the helper applies with `setrlimit` before `exec`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Limits {
+pub struct ResourceLimits {
     /// CPU seconds (`RLIMIT_CPU`).
     #[serde(default)]
     pub cpu_seconds: Option<u64>,
@@ -44,7 +44,7 @@ pub struct SandboxSpec {
     /// policy that made it optional).
     pub landlock: bool,
     /// Resource limits.
-    pub limits: Limits,
+    pub limits: ResourceLimits,
     /// Whether it gets processes of its own: a fresh user, mount and PID namespace where it is
     /// PID 1 with its own `/proc`, so it can neither see nor signal the host's processes, and
     /// everything it starts ends with it.

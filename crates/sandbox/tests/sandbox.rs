@@ -250,7 +250,7 @@ fn a_helper_whose_starter_is_already_gone_runs_nothing() {
         read_roots: None,
         network: true,
         landlock: false,
-        limits: warden_sandbox::Limits::default(),
+        limits: warden_sandbox::ResourceLimits::default(),
         isolate_processes: false,
         unix_sockets_off: false,
     };

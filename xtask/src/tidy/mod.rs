@@ -9,8 +9,10 @@
 //! - every workspace crate appears in `docs/ARCHITECTURE.md`;
 //! - no `rust-toolchain.toml` pins a toolchain the machine may not have;
 //! - the repository stands alone: every path and `docs/…#anchor` its code and docs cite exists
-//!   inside it, and no tracker label stands in for a name (see [`references`]).
+//!   inside it, and no tracker label stands in for a name (see [`references`]);
+//! - one name per concept: no public type name is declared twice in the crates (see [`names`]).
 
+mod names;
 mod references;
 
 use std::path::{Path, PathBuf};
@@ -58,6 +60,7 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<(usize, Vec<Finding>)> {
         check_file(&rel, &text, &mut findings);
     }
     references::check(root, &references::files(root)?, &mut findings)?;
+    names::check(root, &files, &mut findings);
     check_crate_roots(root, &mut findings)?;
     check_architecture_map(root, &mut findings)?;
     if root.join("rust-toolchain.toml").exists() || root.join("rust-toolchain").exists() {

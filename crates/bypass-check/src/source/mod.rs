@@ -17,7 +17,7 @@ use self::names::{
     Exports, FileResolver, ImportCollector, Imports, LocalNames, Matcher, Root, Target,
 };
 use self::visit::{FileCheck, Mentions, forbids_unsafe};
-use crate::{Config, Error, Rule, Violation, relative};
+use crate::{BypassRule, Config, Error, Violation, relative};
 
 /// A package with its files and what its names mean.
 struct Unit<'a> {
@@ -205,7 +205,7 @@ pub(crate) fn check(
                 out.push(Violation {
                     path: relative(root, path),
                     line: 1,
-                    rule: Rule::MissingForbidUnsafe,
+                    rule: BypassRule::MissingForbidUnsafe,
                     explanation: format!(
                         "crate root of {} target `{}` of {name} lacks `#![forbid(unsafe_code)]`; \
                          only crates in boundary.unsafe-allowed may omit it",

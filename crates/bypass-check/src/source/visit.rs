@@ -10,7 +10,7 @@ use syn::punctuated::Punctuated;
 use syn::visit::{self, Visit};
 
 use super::names::{Imports, Matcher, RawPath, Target, expand_use, segments};
-use crate::{Config, Rule, Violation};
+use crate::{BypassRule, Config, Violation};
 
 /// Checks one file of one package.
 pub(crate) struct FileCheck<'a> {
@@ -60,7 +60,7 @@ impl FileCheck<'_> {
         names.join(", ")
     }
 
-    fn report(&mut self, line: usize, rule: Rule, explanation: String) {
+    fn report(&mut self, line: usize, rule: BypassRule, explanation: String) {
         self.out.push(Violation {
             path: self.path.clone(),
             line,
@@ -77,7 +77,7 @@ impl FileCheck<'_> {
             self.package,
             self.executors()
         );
-        self.report(line, Rule::TokenMint, explanation);
+        self.report(line, BypassRule::TokenMint, explanation);
     }
 
     fn invoke(&mut self, line: usize, text: &str, how: &str) {
@@ -89,7 +89,7 @@ impl FileCheck<'_> {
             self.package,
             self.executors()
         );
-        self.report(line, Rule::InvokeCall, explanation);
+        self.report(line, BypassRule::InvokeCall, explanation);
     }
 
     fn unsafe_code(&mut self, line: usize, what: &str) {
@@ -97,7 +97,7 @@ impl FileCheck<'_> {
             "{what} in {}, which is not in boundary.unsafe-allowed",
             self.package
         );
-        self.report(line, Rule::UnsafeCode, explanation);
+        self.report(line, BypassRule::UnsafeCode, explanation);
     }
 
     fn is_invoke(&self, name: &str) -> bool {
@@ -191,7 +191,7 @@ impl FileCheck<'_> {
                     full.join("::"),
                     self.package
                 );
-                self.report(at, Rule::RawTransportReexport, explanation);
+                self.report(at, BypassRule::RawTransportReexport, explanation);
                 return;
             }
         }

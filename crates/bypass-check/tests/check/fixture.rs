@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use warden_bypass_check::{Error, Report, Rule, check_workspace};
+use warden_bypass_check::{BypassReport, BypassRule, Error, check_workspace};
 
 /// The fixture's files, by path relative to its root.
 #[derive(Clone)]
@@ -301,7 +301,7 @@ impl Fixture {
     }
 
     /// Writes the workspace to a temporary folder and checks it.
-    pub(crate) fn try_check(&self) -> Result<Report, Error> {
+    pub(crate) fn try_check(&self) -> Result<BypassReport, Error> {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in &self.files {
             let full = dir.path().join(path);
@@ -312,7 +312,7 @@ impl Fixture {
     }
 
     /// Checks, panicking on an error.
-    pub(crate) fn check(&self) -> Report {
+    pub(crate) fn check(&self) -> BypassReport {
         match self.try_check() {
             Ok(report) => report,
             Err(error) => panic!("check failed to run: {error}"),
@@ -321,14 +321,14 @@ impl Fixture {
 
     /// Checks and asserts that exactly `expected` (path, line, rule) were reported.
     #[track_caller]
-    pub(crate) fn assert_violations(&self, expected: &[(&str, usize, Rule)]) -> Report {
+    pub(crate) fn assert_violations(&self, expected: &[(&str, usize, BypassRule)]) -> BypassReport {
         let report = self.check();
-        let mut got: Vec<(String, usize, Rule)> = report
+        let mut got: Vec<(String, usize, BypassRule)> = report
             .violations
             .iter()
             .map(|v| (v.path.to_string_lossy().replace('\\', "/"), v.line, v.rule))
             .collect();
-        let mut want: Vec<(String, usize, Rule)> = expected
+        let mut want: Vec<(String, usize, BypassRule)> = expected
             .iter()
             .map(|(p, l, r)| ((*p).to_owned(), *l, *r))
             .collect();

@@ -1,6 +1,6 @@
 //! The crate-graph rules: layering, unlayered crates, test-only features.
 
-use warden_bypass_check::Rule;
+use warden_bypass_check::BypassRule;
 
 use crate::fixture::{Fixture, line_of};
 
@@ -10,7 +10,7 @@ fn assert_layering(krate: &str, entry: &str) {
     let fixture = Fixture::base().dependency(krate, entry);
     let path = format!("crates/{krate}/Cargo.toml");
     let line = line_of(fixture.get(&path), entry);
-    fixture.assert_violations(&[(&path, line, Rule::Layering)]);
+    fixture.assert_violations(&[(&path, line, BypassRule::Layering)]);
 }
 
 #[test]
@@ -57,7 +57,8 @@ fn a_build_dependency_must_point_downward_too() {
             .unwrap()
             .starts_with("warden-executor")
     );
-    let report = fixture.assert_violations(&[("crates/policy/Cargo.toml", line, Rule::Layering)]);
+    let report =
+        fixture.assert_violations(&[("crates/policy/Cargo.toml", line, BypassRule::Layering)]);
     assert!(
         report.violations[0]
             .explanation
@@ -72,14 +73,15 @@ fn a_target_specific_dependency_is_located() {
         "\n[target.'cfg(unix)'.dependencies]\nwarden-mcp.workspace = true\n",
     );
     let line = fixture.get("crates/policy/Cargo.toml").lines().count();
-    fixture.assert_violations(&[("crates/policy/Cargo.toml", line, Rule::Layering)]);
+    fixture.assert_violations(&[("crates/policy/Cargo.toml", line, BypassRule::Layering)]);
 }
 
 #[test]
 fn a_runtime_crate_must_not_depend_on_tooling() {
     let fixture = Fixture::base().dependency("cli", "warden-lint.workspace = true");
     let line = line_of(fixture.get("crates/cli/Cargo.toml"), "warden-lint");
-    let report = fixture.assert_violations(&[("crates/cli/Cargo.toml", line, Rule::Layering)]);
+    let report =
+        fixture.assert_violations(&[("crates/cli/Cargo.toml", line, BypassRule::Layering)]);
     assert!(
         report.violations[0]
             .explanation
@@ -112,7 +114,8 @@ fn a_crate_missing_from_the_layer_table_is_a_violation() {
             "[package]\nname = \"warden-extra\"\nversion.workspace = true\nedition.workspace = true\n",
         )
         .write("crates/extra/src/lib.rs", "//! Extra.\n#![forbid(unsafe_code)]\n");
-    let report = fixture.assert_violations(&[("crates/extra/Cargo.toml", 2, Rule::UnlayeredCrate)]);
+    let report =
+        fixture.assert_violations(&[("crates/extra/Cargo.toml", 2, BypassRule::UnlayeredCrate)]);
     assert!(
         report.violations[0]
             .explanation
@@ -130,7 +133,7 @@ fn a_normal_dependency_enabling_a_test_only_feature_is_a_violation() {
     );
     let line = line_of(fixture.get("crates/mcp/Cargo.toml"), entry);
     let report =
-        fixture.assert_violations(&[("crates/mcp/Cargo.toml", line, Rule::TestOnlyFeature)]);
+        fixture.assert_violations(&[("crates/mcp/Cargo.toml", line, BypassRule::TestOnlyFeature)]);
     assert!(
         report.violations[0]
             .explanation
@@ -153,9 +156,9 @@ fn a_workspace_dependency_enabling_a_test_only_feature_reaches_every_inheritor()
         let line = line_of(fixture.get(&path), "warden-executor.workspace = true");
         expected.push((path, line));
     }
-    let expected: Vec<(&str, usize, Rule)> = expected
+    let expected: Vec<(&str, usize, BypassRule)> = expected
         .iter()
-        .map(|(p, l)| (p.as_str(), *l, Rule::TestOnlyFeature))
+        .map(|(p, l)| (p.as_str(), *l, BypassRule::TestOnlyFeature))
         .collect();
     fixture.assert_violations(&expected);
 }
@@ -178,7 +181,11 @@ fn an_executor_whose_default_features_include_a_test_only_one_is_a_violation() {
         "test-util = []\ndefault = [\"test-util\"]\n",
     );
     let line = line_of(fixture.get("crates/executor/Cargo.toml"), "default = ");
-    fixture.assert_violations(&[("crates/executor/Cargo.toml", line, Rule::TestOnlyFeature)]);
+    fixture.assert_violations(&[(
+        "crates/executor/Cargo.toml",
+        line,
+        BypassRule::TestOnlyFeature,
+    )]);
 }
 
 #[test]
@@ -204,7 +211,7 @@ fn a_feature_forwarding_a_test_only_feature_is_followed() {
         .assert_violations(&[]);
     let line = line_of(fixture.get("crates/cli/Cargo.toml"), "warden-tools = {");
     let report =
-        fixture.assert_violations(&[("crates/cli/Cargo.toml", line, Rule::TestOnlyFeature)]);
+        fixture.assert_violations(&[("crates/cli/Cargo.toml", line, BypassRule::TestOnlyFeature)]);
     assert!(
         report.violations[0]
             .explanation

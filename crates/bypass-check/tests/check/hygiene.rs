@@ -1,7 +1,7 @@
 //! Raw-transport re-exports, `unsafe` outside the allowed crates, and missing
 //! `#![forbid(unsafe_code)]`.
 
-use warden_bypass_check::Rule;
+use warden_bypass_check::BypassRule;
 
 use crate::fixture::{Fixture, line_of};
 
@@ -10,7 +10,7 @@ fn a_pub_use_of_a_raw_transport_is_a_violation() {
     let lib = "crates/mcp/src/lib.rs";
     let fixture = Fixture::base().append(lib, "pub use std::process::Command;\n");
     let line = line_of(fixture.get(lib), "pub use std::process");
-    let report = fixture.assert_violations(&[(lib, line, Rule::RawTransportReexport)]);
+    let report = fixture.assert_violations(&[(lib, line, BypassRule::RawTransportReexport)]);
     assert!(
         report.violations[0]
             .explanation
@@ -29,7 +29,7 @@ fn re_exporting_a_crate_private_transport_module_is_a_violation() {
         )
         .append(lib, "pub use transport::Client;\n");
     let line = line_of(fixture.get(lib), "pub use transport::Client");
-    fixture.assert_violations(&[(lib, line, Rule::RawTransportReexport)]);
+    fixture.assert_violations(&[(lib, line, BypassRule::RawTransportReexport)]);
 }
 
 #[test]
@@ -43,17 +43,17 @@ fn renamed_grouped_and_glob_re_exports_are_violations() {
             (
                 path,
                 line_of(text, "pub use proc::Child"),
-                Rule::RawTransportReexport,
+                BypassRule::RawTransportReexport,
             ),
             (
                 path,
                 line_of(text, "Stdio as Pipe"),
-                Rule::RawTransportReexport,
+                BypassRule::RawTransportReexport,
             ),
             (
                 path,
                 line_of(text, "pub use std::process::*"),
-                Rule::RawTransportReexport,
+                BypassRule::RawTransportReexport,
             ),
         ]);
 }
@@ -66,7 +66,7 @@ fn a_public_type_alias_of_a_raw_transport_is_a_violation() {
         .assert_violations(&[(
             "crates/tools/src/planted.rs",
             line_of(text, "pub type Spawner"),
-            Rule::RawTransportReexport,
+            BypassRule::RawTransportReexport,
         )]);
 }
 
@@ -90,7 +90,7 @@ fn an_unsafe_block_outside_the_sandbox_is_a_violation() {
         .assert_violations(&[(
             "crates/policy/src/planted.rs",
             line_of(text, "unsafe {"),
-            Rule::UnsafeCode,
+            BypassRule::UnsafeCode,
         )]);
     assert!(
         report.violations[0]
@@ -109,12 +109,16 @@ fn every_form_of_unsafe_is_a_violation() {
     Fixture::base()
         .module("evidence", "planted", text)
         .assert_violations(&[
-            (path, line_of(text, "unsafe fn raw"), Rule::UnsafeCode),
-            (path, line_of(text, "unsafe trait"), Rule::UnsafeCode),
-            (path, line_of(text, "unsafe impl"), Rule::UnsafeCode),
-            (path, line_of(text, "no_mangle"), Rule::UnsafeCode),
-            (path, line_of(text, "unsafe extern"), Rule::UnsafeCode),
-            (path, line_of(text, "() => { unsafe"), Rule::UnsafeCode),
+            (path, line_of(text, "unsafe fn raw"), BypassRule::UnsafeCode),
+            (path, line_of(text, "unsafe trait"), BypassRule::UnsafeCode),
+            (path, line_of(text, "unsafe impl"), BypassRule::UnsafeCode),
+            (path, line_of(text, "no_mangle"), BypassRule::UnsafeCode),
+            (path, line_of(text, "unsafe extern"), BypassRule::UnsafeCode),
+            (
+                path,
+                line_of(text, "() => { unsafe"),
+                BypassRule::UnsafeCode,
+            ),
         ]);
 }
 
@@ -139,7 +143,7 @@ fn a_library_root_without_forbid_is_a_violation() {
     let lib = "crates/policy/src/lib.rs";
     let report = Fixture::base()
         .replace(lib, "#![forbid(unsafe_code)]\n", "#![deny(unsafe_code)]\n")
-        .assert_violations(&[(lib, 1, Rule::MissingForbidUnsafe)]);
+        .assert_violations(&[(lib, 1, BypassRule::MissingForbidUnsafe)]);
     assert!(
         report.violations[0]
             .explanation
@@ -152,7 +156,7 @@ fn a_binary_root_without_forbid_is_a_violation() {
     let main = "crates/cli/src/main.rs";
     Fixture::base()
         .replace(main, "#![forbid(unsafe_code)]\n", "")
-        .assert_violations(&[(main, 1, Rule::MissingForbidUnsafe)]);
+        .assert_violations(&[(main, 1, BypassRule::MissingForbidUnsafe)]);
 }
 
 #[test]
@@ -162,7 +166,7 @@ fn a_build_script_without_forbid_is_a_violation() {
             "crates/policy/build.rs",
             "//! Build script.\n\nfn main() {}\n",
         )
-        .assert_violations(&[("crates/policy/build.rs", 1, Rule::MissingForbidUnsafe)]);
+        .assert_violations(&[("crates/policy/build.rs", 1, BypassRule::MissingForbidUnsafe)]);
 }
 
 #[test]
@@ -183,5 +187,5 @@ fn integration_tests_need_no_forbid_but_are_scanned() {
     let path = "crates/tools/tests/smoke.rs";
     let fixture = Fixture::base().append(path, "\nfn raw() -> u8 {\n    unsafe { 0 }\n}\n");
     let line = line_of(fixture.get(path), "unsafe { 0 }");
-    fixture.assert_violations(&[(path, line, Rule::UnsafeCode)]);
+    fixture.assert_violations(&[(path, line, BypassRule::UnsafeCode)]);
 }

@@ -1,7 +1,7 @@
 //! Calls of the callable trait's invoke method outside the executor, in every form the brief
 //! names, and the look-alikes that are not calls of it.
 
-use warden_bypass_check::Rule;
+use warden_bypass_check::BypassRule;
 
 use crate::fixture::{Fixture, line_of};
 
@@ -11,9 +11,9 @@ const PLANTED: &str = "crates/mcp/src/planted.rs";
 /// marker, on the marker's line.
 #[track_caller]
 fn assert_invokes(text: &str, markers: &[&str]) {
-    let expected: Vec<(&str, usize, Rule)> = markers
+    let expected: Vec<(&str, usize, BypassRule)> = markers
         .iter()
-        .map(|m| (PLANTED, line_of(text, m), Rule::InvokeCall))
+        .map(|m| (PLANTED, line_of(text, m), BypassRule::InvokeCall))
         .collect();
     let report = Fixture::base()
         .module("mcp", "planted", text)
@@ -195,7 +195,7 @@ fn through_a_trait_re_exported_by_another_workspace_crate() {
         .assert_violations(&[(
             "crates/cli/src/main.rs",
             line_of(main, "tool.invoke"),
-            Rule::InvokeCall,
+            BypassRule::InvokeCall,
         )]);
 }
 
@@ -258,7 +258,11 @@ fn method_syntax_in_a_child_module_that_glob_imports_its_parent() {
     Fixture::base()
         .append(lib, "use warden_executor::Tool;\n")
         .module("mcp", "planted", text)
-        .assert_violations(&[(PLANTED, line_of(text, "tool.invoke"), Rule::InvokeCall)]);
+        .assert_violations(&[(
+            PLANTED,
+            line_of(text, "tool.invoke"),
+            BypassRule::InvokeCall,
+        )]);
 }
 
 #[test]
@@ -273,7 +277,11 @@ fn a_dependency_renamed_in_the_manifest() {
             "exec = { package = \"warden-executor\", path = \"../executor\" }",
         )
         .module("mcp", "planted", text)
-        .assert_violations(&[(PLANTED, line_of(text, "tool.invoke"), Rule::InvokeCall)]);
+        .assert_violations(&[(
+            PLANTED,
+            line_of(text, "tool.invoke"),
+            BypassRule::InvokeCall,
+        )]);
 }
 
 #[test]

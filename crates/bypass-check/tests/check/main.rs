@@ -12,7 +12,7 @@ mod invoke;
 mod mint;
 
 use fixture::{Fixture, warden_root};
-use warden_bypass_check::{Error, Rule, check_workspace};
+use warden_bypass_check::{BypassRule, Error, check_workspace};
 
 #[test]
 fn the_clean_fixture_passes_and_says_what_it_checked() {
@@ -95,7 +95,7 @@ fn a_missing_manifest_is_a_metadata_error() {
 
 #[test]
 fn rule_names_are_stable() {
-    let names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
+    let names: Vec<&str> = BypassRule::ALL.iter().map(|r| r.name()).collect();
     assert_eq!(
         names,
         [

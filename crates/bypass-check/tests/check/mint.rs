@@ -1,6 +1,6 @@
 //! Token construction outside the executor, in every form the brief names.
 
-use warden_bypass_check::Rule;
+use warden_bypass_check::BypassRule;
 
 use crate::fixture::{Fixture, line_of};
 
@@ -13,7 +13,7 @@ fn assert_mint(text: &str, marker: &str) {
     let line = line_of(text, marker);
     let report = Fixture::base()
         .module("tools", "planted", text)
-        .assert_violations(&[(PLANTED, line, Rule::TokenMint)]);
+        .assert_violations(&[(PLANTED, line, BypassRule::TokenMint)]);
     assert!(
         report.violations[0].explanation.contains(
             "constructs the invocation token warden_executor::InvocationToken in warden-tools"
@@ -119,8 +119,16 @@ fn inside_vec_and_println() {
     let report = Fixture::base()
         .module("tools", "planted", text)
         .assert_violations(&[
-            (PLANTED, line_of(text, "T::mint(\"a\")"), Rule::TokenMint),
-            (PLANTED, line_of(text, "T::mint(\"b\")"), Rule::TokenMint),
+            (
+                PLANTED,
+                line_of(text, "T::mint(\"a\")"),
+                BypassRule::TokenMint,
+            ),
+            (
+                PLANTED,
+                line_of(text, "T::mint(\"b\")"),
+                BypassRule::TokenMint,
+            ),
         ]);
     assert_eq!(report.violations.len(), 2);
 }
@@ -161,7 +169,7 @@ fn in_build_rs() {
         .assert_violations(&[(
             "crates/tools/build.rs",
             line_of(text, "InvocationToken::mint"),
-            Rule::TokenMint,
+            BypassRule::TokenMint,
         )]);
 }
 
@@ -178,7 +186,7 @@ fn in_a_path_attribute_module_outside_src() {
         .assert_violations(&[(
             "crates/tools/elsewhere/forged.rs",
             line_of(text, "InvocationToken::mint"),
-            Rule::TokenMint,
+            BypassRule::TokenMint,
         )]);
 }
 
@@ -195,7 +203,7 @@ fn in_an_included_file_outside_src() {
         .assert_violations(&[(
             "crates/tools/generated/forged.rs",
             line_of(text, "InvocationToken::mint"),
-            Rule::TokenMint,
+            BypassRule::TokenMint,
         )]);
 }
 
@@ -210,7 +218,7 @@ fn in_an_included_expression_using_the_includers_imports() {
             "/// Forges.\npub fn forge() -> warden_executor::InvocationToken {\n    \
              include!(\"fragment.in\")\n}\n",
         )
-        .assert_violations(&[("crates/tools/src/fragment.in", 1, Rule::TokenMint)]);
+        .assert_violations(&[("crates/tools/src/fragment.in", 1, BypassRule::TokenMint)]);
 }
 
 #[test]
@@ -222,7 +230,7 @@ fn in_a_file_no_module_reaches() {
         .assert_violations(&[(
             "crates/tools/src/orphan.rs",
             line_of(text, "InvocationToken::mint"),
-            Rule::TokenMint,
+            BypassRule::TokenMint,
         )]);
 }
 
@@ -240,7 +248,7 @@ fn through_a_re_export_in_another_workspace_crate() {
         .assert_violations(&[(
             "crates/cli/src/main.rs",
             line_of(cli, "Ticket::mint"),
-            Rule::TokenMint,
+            BypassRule::TokenMint,
         )]);
 }
 
@@ -252,7 +260,11 @@ fn through_a_local_alias_reached_by_a_glob() {
     Fixture::base()
         .append("crates/tools/src/lib.rs", lib_extra)
         .module("tools", "planted", text)
-        .assert_violations(&[(PLANTED, line_of(text, "Permit::mint"), Rule::TokenMint)]);
+        .assert_violations(&[(
+            PLANTED,
+            line_of(text, "Permit::mint"),
+            BypassRule::TokenMint,
+        )]);
 }
 
 #[test]
