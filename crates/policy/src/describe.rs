@@ -237,7 +237,7 @@ pub struct Grant {
     /// What is allowed.
     pub scope: GrantScope,
     /// Rules that take precedence where they match.
-    pub exceptions: Vec<Exception>,
+    pub exceptions: Vec<GrantOverride>,
 }
 
 /// How an exception takes a grant back.
@@ -260,7 +260,7 @@ pub enum Effect {
 
 /// A rule that takes precedence over a grant where it matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Exception {
+pub struct GrantOverride {
     /// What it does.
     pub effect: Effect,
     /// The rule, as cited.
@@ -344,7 +344,7 @@ impl PolicySnapshot {
             exceptions.extend(
                 self.carve_outs(r, Tools::One(tool))
                     .into_iter()
-                    .map(|rule| Exception {
+                    .map(|rule| GrantOverride {
                         effect: Effect::NotCovered,
                         rule,
                         carved_out: Vec::new(),
@@ -446,11 +446,11 @@ impl PolicySnapshot {
     }
 
     /// A grant's exceptions for a cap; `None` when the cap takes the whole grant away.
-    fn mode_exceptions(&self, cap: ToolCap) -> Option<Vec<Exception>> {
+    fn mode_exceptions(&self, cap: ToolCap) -> Option<Vec<GrantOverride>> {
         match cap {
             ToolCap::Open => Some(Vec::new()),
             ToolCap::Capped(..) => None,
-            ToolCap::ReadOnlyOnly(d, m) => Some(vec![Exception {
+            ToolCap::ReadOnlyOnly(d, m) => Some(vec![GrantOverride {
                 effect: if d == Decision::Deny {
                     Effect::ModeDenies
                 } else {
@@ -598,11 +598,11 @@ impl PolicySnapshot {
     }
 
     /// Every deny and ask rule that can apply to a call of these tools, with its carve-outs.
-    fn exceptions(&self, tools: Tools<'_>) -> Vec<Exception> {
+    fn exceptions(&self, tools: Tools<'_>) -> Vec<GrantOverride> {
         self.rules
             .iter()
             .filter(|r| r.list != ListKind::Allow && !r.carve_out && tools.meets(r))
-            .map(|r| Exception {
+            .map(|r| GrantOverride {
                 effect: match r.list {
                     ListKind::Deny => Effect::Denied,
                     _ => Effect::NeedsApproval,
@@ -1030,7 +1030,7 @@ fn grant_line(g: &Grant) -> String {
     }
 }
 
-fn exception_line(e: &Exception) -> String {
+fn exception_line(e: &GrantOverride) -> String {
     let carved = if e.carved_out.is_empty() {
         String::new()
     } else {

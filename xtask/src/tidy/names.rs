@@ -32,10 +32,6 @@ const PENDING: &[(&str, &str)] = &[
         "executor security-hook answer vs evidence journal record",
     ),
     ("Hints", "contracts declared hints vs policy believed hints"),
-    (
-        "Exception",
-        "executor governed exception vs policy describe exception",
-    ),
     ("Error", "bypass-check and evidence error enums"),
     (
         "SigningKey",
@@ -44,10 +40,6 @@ const PENDING: &[(&str, &str)] = &[
     (
         "VerifyingKey",
         "ed25519 keys implemented twice (policy receipts, evidence checkpoints)",
-    ),
-    (
-        "Payload",
-        "evidence record payload vs shell splitter payload",
     ),
 ];
 

@@ -40,7 +40,7 @@ mod walk;
 mod word;
 mod wrappers;
 
-pub use normalize::{Normalized, Payload, SimpleCommand, Stdin, normalize};
+pub use normalize::{Normalized, ShellText, SimpleCommand, Stdin, normalize};
 pub use word::Word;
 
 /// The largest command the splitter reads, in bytes; a longer one is denied.

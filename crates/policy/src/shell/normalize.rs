@@ -41,7 +41,7 @@ pub struct SimpleCommand {
 
 /// A literal shell text a command runs (`bash -c '…'`, `eval '…'`, a heredoc fed to `sh`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Payload {
+pub struct ShellText {
     /// The text to parse.
     pub text: String,
     /// How it is run (`bash -c`, `eval`, `a heredoc fed to sh`).
@@ -57,7 +57,7 @@ pub struct Normalized {
     /// The command itself, then inner commands of argument-extending wrappers (`find -exec`).
     pub commands: Vec<ShellCommand>,
     /// Literal payloads to parse in turn.
-    pub payloads: Vec<Payload>,
+    pub payloads: Vec<ShellText>,
     /// Files the program writes through an option or operand (`sort -o f`, `sed -i f`,
     /// `sed 'w f'`): `write` subjects, decided like a redirect's target.
     pub writes: Vec<super::Redirect>,
@@ -273,7 +273,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
             c.unknown.get_or_insert(why);
         }
         for (text, via) in effects.payloads {
-            out.payloads.push(Payload {
+            out.payloads.push(ShellText {
                 text,
                 via,
                 constraint: context,
@@ -293,7 +293,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                     c.unknown = Some(format!("eval of a payload that is not a literal ({d})"));
                 } else {
                     let text: Vec<&str> = args.iter().map(|w| w.value.as_str()).collect();
-                    out.payloads.push(Payload {
+                    out.payloads.push(ShellText {
                         text: text.join(" "),
                         via: "eval".into(),
                         constraint: context,
@@ -332,7 +332,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                                 c.unknown =
                                     Some(format!("an alias whose value is not a literal ({d})"));
                             }
-                            None => out.payloads.push(Payload {
+                            None => out.payloads.push(ShellText {
                                 text: value.to_owned(),
                                 via: "alias".into(),
                                 constraint: false,
@@ -560,7 +560,7 @@ fn runner(
                         words[k].value
                     ));
                 }
-                None => out.payloads.push(Payload {
+                None => out.payloads.push(ShellText {
                     text: p.value.clone(),
                     via: format!("{name} {}", words[k].value),
                     constraint: true,
@@ -589,7 +589,7 @@ fn shell(
                 ));
             }
             None => {
-                out.payloads.push(Payload {
+                out.payloads.push(ShellText {
                     text: words[k].value.clone(),
                     via: format!("{name} -c"),
                     constraint: context,
@@ -601,7 +601,7 @@ fn shell(
         ShellInvocation::Payload(None) => {}
         ShellInvocation::Stdin => match &command.stdin {
             Stdin::Literal(text) => {
-                out.payloads.push(Payload {
+                out.payloads.push(ShellText {
                     text: text.clone(),
                     via: format!("a heredoc or here-string fed to {name}"),
                     constraint: context,
@@ -651,7 +651,7 @@ fn watch_payload(c: &mut ShellCommand, out: &mut Normalized, options: &[Word], i
         return;
     }
     let text: Vec<&str> = inner.iter().map(|w| w.value.as_str()).collect();
-    out.payloads.push(Payload {
+    out.payloads.push(ShellText {
         text: text.join(" "),
         via: "watch".into(),
         constraint: true,
@@ -703,7 +703,7 @@ fn git_config_payloads(out: &mut Normalized, argv: &[String]) {
             None
         };
         if let Some(command) = command {
-            out.payloads.push(Payload {
+            out.payloads.push(ShellText {
                 text: command.to_owned(),
                 via: format!("git -c {key}"),
                 constraint: true,

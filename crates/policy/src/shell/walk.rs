@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tree_sitter::Node;
 
 use super::fast;
-use super::normalize::{Payload, SimpleCommand, Stdin, normalize};
+use super::normalize::{ShellText, SimpleCommand, Stdin, normalize};
 use super::parse::{self, Parsed, redirect_is_quoted};
 use super::word::{Word, shorten, text_of, word_from_nodes};
 use super::{
@@ -16,7 +16,7 @@ use super::{
 /// What walking one tree yields, in source order.
 enum Item {
     Subject(ShellSubject),
-    Payload(Payload),
+    Payload(ShellText),
 }
 
 /// Splits a command: parse, walk, then parse and walk each literal payload where it occurs,
@@ -371,7 +371,7 @@ impl<'t> Walker<'t> {
                     if let Some(inner) = text.strip_prefix('`').and_then(|t| t.strip_suffix('`'))
                         && inner.contains('\\')
                     {
-                        self.items.push(Item::Payload(Payload {
+                        self.items.push(Item::Payload(ShellText {
                             text: unescape_backticked(inner),
                             via: "a backtick substitution".into(),
                             constraint: false,
@@ -658,7 +658,7 @@ impl<'t> Walker<'t> {
             column: node.start_position().column + 1,
             context: String::new(),
         })? {
-            self.items.push(Item::Payload(Payload {
+            self.items.push(Item::Payload(ShellText {
                 text: unescape_backticked(&inner),
                 via: "a backtick substitution".into(),
                 constraint: false,
