@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use cargo_metadata::Metadata;
 use serde::Deserialize;
 
-use crate::Error;
+use crate::BypassError;
 
 /// The check's configuration, read from the workspace root's `[workspace.metadata.warden]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,14 +119,14 @@ pub const DEFAULT_TEST_ONLY_FEATURE: &str = "test-util";
 
 impl Config {
     /// Reads the configuration from `cargo metadata` output (its `workspace_metadata`).
-    pub fn from_metadata(metadata: &Metadata) -> Result<Config, Error> {
+    pub fn from_metadata(metadata: &Metadata) -> Result<Config, BypassError> {
         let manifest = metadata
             .workspace_root
             .join("Cargo.toml")
             .into_std_path_buf();
         match metadata.workspace_metadata.get("warden") {
             Some(value) => Config::from_value(value, manifest),
-            None => Err(Error::MissingConfig {
+            None => Err(BypassError::MissingConfig {
                 manifest,
                 table: String::new(),
             }),
@@ -135,13 +135,13 @@ impl Config {
 
     /// Reads the configuration from the value of the `warden` table; `manifest` names the file
     /// in errors.
-    pub fn from_value(value: &serde_json::Value, manifest: PathBuf) -> Result<Config, Error> {
-        let invalid = |message: String| Error::Config {
+    pub fn from_value(value: &serde_json::Value, manifest: PathBuf) -> Result<Config, BypassError> {
+        let invalid = |message: String| BypassError::Config {
             manifest: manifest.clone(),
             message,
         };
         let raw = RawWarden::deserialize(value).map_err(|e| invalid(e.to_string()))?;
-        let layers = raw.layers.ok_or_else(|| Error::MissingConfig {
+        let layers = raw.layers.ok_or_else(|| BypassError::MissingConfig {
             manifest: manifest.clone(),
             table: ".layers".to_owned(),
         })?;
@@ -227,7 +227,7 @@ mod tests {
     fn missing_layers_is_an_error() {
         let value = serde_json::json!({ "boundary": {} });
         let err = Config::from_value(&value, PathBuf::from("Cargo.toml")).unwrap_err();
-        assert!(matches!(err, Error::MissingConfig { .. }), "{err}");
+        assert!(matches!(err, BypassError::MissingConfig { .. }), "{err}");
     }
 
     #[test]

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 /// Why a check could not run. A violation is not an error: it is a finding in the
-/// [`BypassReport`](crate::BypassReport); an `Error` means the workspace could not be checked at all (a
+/// [`BypassReport`](crate::BypassReport); an `BypassError` means the workspace could not be checked at all (a
 /// binary maps it to exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum BypassError {
     /// `cargo metadata` failed (no such manifest, invalid manifest, cargo missing).
     #[error("cargo metadata failed for {manifest}: {source}")]
     Metadata {

@@ -7,7 +7,7 @@ use std::path::Path;
 use cargo_metadata::{Dependency, DependencyKind, Metadata, Package};
 
 use crate::manifest::Manifest;
-use crate::{BypassRule, Config, Error, Violation, relative};
+use crate::{BypassError, BypassRule, Config, Violation, relative};
 
 /// Counts for the report's summary.
 pub(crate) struct GraphCounts {
@@ -64,12 +64,12 @@ pub(crate) fn check(
     metadata: &Metadata,
     config: &Config,
     out: &mut Vec<Violation>,
-) -> Result<GraphCounts, Error> {
+) -> Result<GraphCounts, BypassError> {
     let root = metadata.workspace_root.as_std_path();
     let mut members: BTreeMap<&str, Member<'_>> = BTreeMap::new();
     for package in metadata.workspace_packages() {
         let path = package.manifest_path.as_std_path();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| BypassError::Io {
             path: path.to_path_buf(),
             source,
         })?;

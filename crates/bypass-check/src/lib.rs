@@ -38,7 +38,7 @@
 //! let report = warden_bypass_check::check_workspace(Path::new("Cargo.toml"))?;
 //! print!("{report}");
 //! std::process::exit(if report.is_clean() { 0 } else { 1 });
-//! # Ok::<(), warden_bypass_check::Error>(())
+//! # Ok::<(), warden_bypass_check::BypassError>(())
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -58,20 +58,20 @@ pub use config::{
     Config, DEFAULT_CALLABLE, DEFAULT_EXECUTOR, DEFAULT_INVOKE, DEFAULT_TEST_ONLY_FEATURE,
     DEFAULT_TOKEN, ItemPath,
 };
-pub use error::Error;
+pub use error::BypassError;
 pub use report::{BypassReport, BypassRule, Summary, Violation};
 
 /// Checks the workspace whose root manifest is `manifest_path`.
 ///
 /// Runs `cargo metadata --no-deps --offline` (no dependency resolution, no network), reads the
 /// configuration from its `[workspace.metadata.warden]`, and runs every rule.
-pub fn check_workspace(manifest_path: &Path) -> Result<BypassReport, Error> {
+pub fn check_workspace(manifest_path: &Path) -> Result<BypassReport, BypassError> {
     let metadata = MetadataCommand::new()
         .manifest_path(manifest_path)
         .no_deps()
         .other_options(vec!["--offline".to_owned()])
         .exec()
-        .map_err(|source| Error::Metadata {
+        .map_err(|source| BypassError::Metadata {
             manifest: manifest_path.to_path_buf(),
             source,
         })?;
@@ -80,13 +80,16 @@ pub fn check_workspace(manifest_path: &Path) -> Result<BypassReport, Error> {
 
 /// Checks a workspace from `cargo metadata` output already at hand, with the configuration in
 /// its `[workspace.metadata.warden]`.
-pub fn check_metadata(metadata: &Metadata) -> Result<BypassReport, Error> {
+pub fn check_metadata(metadata: &Metadata) -> Result<BypassReport, BypassError> {
     let config = Config::from_metadata(metadata)?;
     check_with_config(metadata, &config)
 }
 
 /// Checks a workspace with an explicit configuration (for a workspace that keeps it elsewhere).
-pub fn check_with_config(metadata: &Metadata, config: &Config) -> Result<BypassReport, Error> {
+pub fn check_with_config(
+    metadata: &Metadata,
+    config: &Config,
+) -> Result<BypassReport, BypassError> {
     let mut violations = Vec::new();
     let graph = graph::check(metadata, config, &mut violations)?;
     let files_scanned = source::check(metadata, config, &mut violations)?;

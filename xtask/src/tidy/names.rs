@@ -32,7 +32,6 @@ const PENDING: &[(&str, &str)] = &[
         "executor security-hook answer vs evidence journal record",
     ),
     ("Hints", "contracts declared hints vs policy believed hints"),
-    ("Error", "bypass-check and evidence error enums"),
     (
         "SigningKey",
         "ed25519 keys implemented twice (policy receipts, evidence checkpoints)",

@@ -9,7 +9,7 @@ use cargo_metadata::Package;
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
-use crate::Error;
+use crate::BypassError;
 
 /// A parsed source file.
 pub(crate) enum Ast {
@@ -28,7 +28,7 @@ pub(crate) struct SourceFile {
 }
 
 /// Finds, reads and parses every source file of `package`.
-pub(crate) fn discover(package: &Package) -> Result<Vec<SourceFile>, Error> {
+pub(crate) fn discover(package: &Package) -> Result<Vec<SourceFile>, BypassError> {
     let mut queue: VecDeque<(PathBuf, bool)> = package
         .targets
         .iter()
@@ -115,8 +115,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Reads and parses `path` as a file of items, else as one expression (an `include!` fragment).
-pub(crate) fn parse(path: &Path) -> Result<Ast, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+pub(crate) fn parse(path: &Path) -> Result<Ast, BypassError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BypassError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -124,7 +124,7 @@ pub(crate) fn parse(path: &Path) -> Result<Ast, Error> {
         Ok(file) => Ok(Ast::File(file)),
         Err(error) => match syn::parse_str::<syn::Expr>(&text) {
             Ok(expr) => Ok(Ast::Expr(expr)),
-            Err(_) => Err(Error::Parse {
+            Err(_) => Err(BypassError::Parse {
                 path: path.to_path_buf(),
                 line: error.span().start().line,
                 message: error.to_string(),

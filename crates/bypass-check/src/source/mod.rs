@@ -17,7 +17,7 @@ use self::names::{
     Exports, FileResolver, ImportCollector, Imports, LocalNames, Matcher, Root, Target,
 };
 use self::visit::{FileCheck, Mentions, forbids_unsafe};
-use crate::{BypassRule, Config, Error, Violation, relative};
+use crate::{BypassError, BypassRule, Config, Violation, relative};
 
 /// A package with its files and what its names mean.
 struct Unit<'a> {
@@ -91,7 +91,7 @@ pub(crate) fn check(
     metadata: &Metadata,
     config: &Config,
     out: &mut Vec<Violation>,
-) -> Result<usize, Error> {
+) -> Result<usize, BypassError> {
     let root = metadata.workspace_root.as_std_path();
     let packages = metadata.workspace_packages();
     let libs: HashMap<&str, String> = packages

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use warden_bypass_check::{BypassReport, BypassRule, Error, check_workspace};
+use warden_bypass_check::{BypassError, BypassReport, BypassRule, check_workspace};
 
 /// The fixture's files, by path relative to its root.
 #[derive(Clone)]
@@ -301,7 +301,7 @@ impl Fixture {
     }
 
     /// Writes the workspace to a temporary folder and checks it.
-    pub(crate) fn try_check(&self) -> Result<BypassReport, Error> {
+    pub(crate) fn try_check(&self) -> Result<BypassReport, BypassError> {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in &self.files {
             let full = dir.path().join(path);

@@ -12,7 +12,7 @@ mod invoke;
 mod mint;
 
 use fixture::{Fixture, warden_root};
-use warden_bypass_check::{BypassRule, Error, check_workspace};
+use warden_bypass_check::{BypassError, BypassRule, check_workspace};
 
 #[test]
 fn the_clean_fixture_passes_and_says_what_it_checked() {
@@ -70,7 +70,10 @@ fn a_workspace_without_warden_metadata_is_a_configuration_error() {
         .write("Cargo.toml", &without)
         .try_check()
         .unwrap_err();
-    assert!(matches!(error, Error::MissingConfig { .. }), "{error}");
+    assert!(
+        matches!(error, BypassError::MissingConfig { .. }),
+        "{error}"
+    );
     assert!(
         error.to_string().contains("[workspace.metadata.warden]"),
         "{error}"
@@ -83,14 +86,14 @@ fn a_misspelt_boundary_key_is_a_configuration_error() {
         .replace("Cargo.toml", "executors = ", "executor = ")
         .try_check()
         .unwrap_err();
-    assert!(matches!(error, Error::Config { .. }), "{error}");
+    assert!(matches!(error, BypassError::Config { .. }), "{error}");
 }
 
 #[test]
 fn a_missing_manifest_is_a_metadata_error() {
     let dir = tempfile::tempdir().unwrap();
     let error = check_workspace(&dir.path().join("Cargo.toml")).unwrap_err();
-    assert!(matches!(error, Error::Metadata { .. }), "{error}");
+    assert!(matches!(error, BypassError::Metadata { .. }), "{error}");
 }
 
 #[test]
