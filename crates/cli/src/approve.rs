@@ -125,7 +125,7 @@ fn keygen(path: &Path, approver: Option<&str>, out: &mut impl Write) -> Result<E
         .and_then(|()| {
             private
                 .sync_all()
-                .map_err(|e| warden_policy::ReceiptError::Key(e.to_string()))
+                .map_err(|e| warden_contracts::keys::KeyError(e.to_string()))
         })
         .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
     let mut public_file = create_new(&public_path, false)?;

@@ -47,6 +47,8 @@ mod digest;
 mod error;
 mod evidence;
 mod ids;
+#[cfg(feature = "ed25519")]
+pub mod keys;
 mod outcome;
 pub mod ports;
 mod redact;

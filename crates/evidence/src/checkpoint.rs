@@ -10,8 +10,6 @@
 
 use std::path::Path;
 
-use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
-use ed25519_dalek::{Signer, Verifier};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use warden_contracts::{ChainHead, ChainId, Digest, Timestamp, canonical};
@@ -21,71 +19,8 @@ use crate::error::Error;
 /// The checkpoint format tag.
 pub const CHECKPOINT_FORMAT: &str = "warden-checkpoint-v1";
 
-/// An ed25519 signing key (zeroized on drop).
-pub struct SigningKey(ed25519_dalek::SigningKey);
-
-impl std::fmt::Debug for SigningKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "SigningKey(public {})",
-            hex(self.0.verifying_key().as_bytes())
-        )
-    }
-}
-
-impl SigningKey {
-    /// From a 32-byte seed.
-    pub fn from_seed(seed: &[u8; 32]) -> Self {
-        Self(ed25519_dalek::SigningKey::from_bytes(seed))
-    }
-
-    /// The matching verifying key.
-    pub fn verifying_key(&self) -> VerifyingKey {
-        VerifyingKey(self.0.verifying_key())
-    }
-}
-
-/// An ed25519 verifying (public) key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyingKey(ed25519_dalek::VerifyingKey);
-
-impl VerifyingKey {
-    /// The key as 64 lower-case hex digits.
-    pub fn to_hex(&self) -> String {
-        hex(self.0.as_bytes())
-    }
-
-    /// From 64 hex digits.
-    pub fn from_hex(s: &str) -> Result<Self, String> {
-        let bytes: [u8; 32] = unhex(s)?
-            .try_into()
-            .map_err(|_| "a public key is 32 bytes (64 hex digits)".to_owned())?;
-        ed25519_dalek::VerifyingKey::from_bytes(&bytes)
-            .map(Self)
-            .map_err(|e| e.to_string())
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    let s = s.trim();
-    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("not hex".into());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| e.to_string()))
-        .collect()
-}
+pub use warden_contracts::keys::{SigningKey, VerifyingKey};
+use warden_contracts::keys::{hex, unhex};
 
 fn read_text(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| Error::Key {
@@ -96,36 +31,18 @@ fn read_text(path: &Path) -> Result<String, Error> {
 
 /// Reads a signing key: PKCS#8 PEM or a 64-hex-digit seed.
 pub fn read_signing_key(path: &Path) -> Result<SigningKey, Error> {
-    let text = read_text(path)?;
-    let key_err = |message: String| Error::Key {
+    SigningKey::parse(&read_text(path)?).map_err(|e| Error::Key {
         path: path.to_owned(),
-        message,
-    };
-    if text.contains("-----BEGIN") {
-        return ed25519_dalek::SigningKey::from_pkcs8_pem(&text)
-            .map(SigningKey)
-            .map_err(|e| key_err(format!("not an ed25519 PKCS#8 private key: {e}")));
-    }
-    let seed: [u8; 32] = unhex(&text)
-        .map_err(|e| key_err(format!("expected PKCS#8 PEM or 64 hex digits: {e}")))?
-        .try_into()
-        .map_err(|_| key_err("a seed is 32 bytes (64 hex digits)".into()))?;
-    Ok(SigningKey::from_seed(&seed))
+        message: e.to_string(),
+    })
 }
 
 /// Reads a verifying key: SPKI PEM or 64 hex digits.
 pub fn read_verifying_key(path: &Path) -> Result<VerifyingKey, Error> {
-    let text = read_text(path)?;
-    let key_err = |message: String| Error::Key {
+    VerifyingKey::parse(&read_text(path)?).map_err(|e| Error::Key {
         path: path.to_owned(),
-        message,
-    };
-    if text.contains("-----BEGIN") {
-        return ed25519_dalek::VerifyingKey::from_public_key_pem(&text)
-            .map(VerifyingKey)
-            .map_err(|e| key_err(format!("not an ed25519 public key: {e}")));
-    }
-    VerifyingKey::from_hex(&text).map_err(key_err)
+        message: e.to_string(),
+    })
 }
 
 /// A signed chain head.
@@ -160,8 +77,7 @@ impl Checkpoint {
             public_key: key.verifying_key().to_hex(),
             signature: String::new(),
         };
-        let signature = key.0.sign(c.signed_text().as_bytes());
-        c.signature = hex(&signature.to_bytes());
+        c.signature = hex(&key.sign(c.signed_text().as_bytes()));
         c
     }
 
@@ -199,15 +115,11 @@ impl Checkpoint {
             )));
         }
         let sig: [u8; 64] = unhex(&self.signature)
-            .map_err(|e| Error::Checkpoint(format!("signature: {e}")))?
+            .ok_or_else(|| Error::Checkpoint("signature: not hex".into()))?
             .try_into()
             .map_err(|_| Error::Checkpoint("a signature is 64 bytes".into()))?;
-        own.0
-            .verify(
-                self.signed_text().as_bytes(),
-                &ed25519_dalek::Signature::from_bytes(&sig),
-            )
-            .map_err(|_| Error::Checkpoint("the signature does not verify".into()))
+        own.verify(self.signed_text().as_bytes(), &sig)
+            .map_err(|e| Error::Checkpoint(e.to_string()))
     }
 
     /// The head it vouches for.

@@ -32,14 +32,6 @@ const PENDING: &[(&str, &str)] = &[
         "executor security-hook answer vs evidence journal record",
     ),
     ("Hints", "contracts declared hints vs policy believed hints"),
-    (
-        "SigningKey",
-        "ed25519 keys implemented twice (policy receipts, evidence checkpoints)",
-    ),
-    (
-        "VerifyingKey",
-        "ed25519 keys implemented twice (policy receipts, evidence checkpoints)",
-    ),
 ];
 
 /// Adds a finding for every public type name declared in more than one place.

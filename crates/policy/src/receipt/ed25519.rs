@@ -3,9 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use ed25519_dalek::Signer as _;
-use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
 use serde_json::Value;
 use warden_contracts::{ApprovalId, ApprovalReceipt, Digest, PrincipalId, Timestamp};
 
@@ -14,119 +11,12 @@ use crate::compile::PolicySnapshot;
 use crate::error::{Location, PolicyError};
 use crate::file::LoadedPolicy;
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+use warden_contracts::keys::{KeyError, hex, unhex};
+pub use warden_contracts::keys::{SigningKey, VerifyingKey};
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim();
-    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
-        .collect()
-}
-
-/// An approver's ed25519 public key.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct VerifyingKey([u8; 32]);
-
-impl std::fmt::Debug for VerifyingKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "VerifyingKey({})", self.to_hex())
-    }
-}
-
-impl VerifyingKey {
-    /// Reads a public key: SPKI PEM (`-----BEGIN PUBLIC KEY-----`) or 64 hex digits.
-    pub fn parse(text: &str) -> Result<Self, ReceiptError> {
-        let key = if text.contains("-----BEGIN") {
-            ed25519_dalek::VerifyingKey::from_public_key_pem(text.trim())
-                .map_err(|e| ReceiptError::Key(format!("not an ed25519 public key: {e}")))?
-        } else {
-            let bytes: [u8; 32] = unhex(text)
-                .ok_or_else(|| {
-                    ReceiptError::Key("a public key is SPKI PEM or 64 hex digits".into())
-                })?
-                .try_into()
-                .map_err(|_| {
-                    ReceiptError::Key("a public key is 32 bytes (64 hex digits)".into())
-                })?;
-            ed25519_dalek::VerifyingKey::from_bytes(&bytes)
-                .map_err(|e| ReceiptError::Key(format!("not an ed25519 public key: {e}")))?
-        };
-        Ok(Self(key.to_bytes()))
-    }
-
-    /// The key as 64 lower-case hex digits.
-    pub fn to_hex(&self) -> String {
-        hex(&self.0)
-    }
-
-    /// The key as SPKI PEM.
-    pub fn to_pem(&self) -> Result<String, ReceiptError> {
-        self.dalek()?
-            .to_public_key_pem(LineEnding::LF)
-            .map_err(|e| ReceiptError::Key(e.to_string()))
-    }
-
-    fn dalek(&self) -> Result<ed25519_dalek::VerifyingKey, ReceiptError> {
-        ed25519_dalek::VerifyingKey::from_bytes(&self.0)
-            .map_err(|e| ReceiptError::Key(e.to_string()))
-    }
-}
-
-/// An approver's ed25519 signing key (zeroized on drop; `Debug` shows the public key only).
-pub struct SigningKey(ed25519_dalek::SigningKey);
-
-impl std::fmt::Debug for SigningKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SigningKey(public {})", self.verifying_key().to_hex())
-    }
-}
-
-impl SigningKey {
-    /// From a 32-byte seed (give it fresh randomness to make a new key).
-    pub fn from_seed(seed: &[u8; 32]) -> Self {
-        Self(ed25519_dalek::SigningKey::from_bytes(seed))
-    }
-
-    /// Reads a signing key: PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`) or 64 hex digits.
-    pub fn parse(text: &str) -> Result<Self, ReceiptError> {
-        if text.contains("-----BEGIN") {
-            return ed25519_dalek::SigningKey::from_pkcs8_pem(text.trim())
-                .map(Self)
-                .map_err(|e| ReceiptError::Key(format!("not an ed25519 PKCS#8 private key: {e}")));
-        }
-        let seed: [u8; 32] = unhex(text)
-            .ok_or_else(|| {
-                ReceiptError::Key("a signing key is PKCS#8 PEM or 64 hex digits".into())
-            })?
-            .try_into()
-            .map_err(|_| ReceiptError::Key("a seed is 32 bytes (64 hex digits)".into()))?;
-        Ok(Self::from_seed(&seed))
-    }
-
-    /// The matching public key.
-    pub fn verifying_key(&self) -> VerifyingKey {
-        VerifyingKey(self.0.verifying_key().to_bytes())
-    }
-
-    /// Writes the key as PKCS#8 PEM to `out` (the encoded text is zeroized after writing).
-    pub fn write_pkcs8_pem(&self, out: &mut dyn std::io::Write) -> Result<(), ReceiptError> {
-        let pem = self
-            .0
-            .to_pkcs8_pem(LineEnding::LF)
-            .map_err(|e| ReceiptError::Key(e.to_string()))?;
-        out.write_all(pem.as_bytes())
-            .map_err(|e| ReceiptError::Key(e.to_string()))
+impl From<KeyError> for ReceiptError {
+    fn from(e: KeyError) -> Self {
+        ReceiptError::Key(e.0)
     }
 }
 
@@ -279,8 +169,8 @@ impl ReceiptDraft {
             signature: String::new(),
         };
         receipt.check_shape()?;
-        let signature = key.0.sign(receipt.signed_text()?.as_bytes());
-        receipt.signature = hex(&signature.to_bytes());
+        let signature = key.sign(receipt.signed_text()?.as_bytes());
+        receipt.signature = hex(&signature);
         Ok(receipt)
     }
 }
@@ -317,11 +207,9 @@ impl SignedReceipt {
             .ok_or_else(|| ReceiptError::UnknownApprover {
                 approver: self.approver.clone(),
             })?;
-        let signature = ed25519_dalek::Signature::from_bytes(&signature);
-        let signed = keys.iter().any(|k| {
-            k.dalek()
-                .is_ok_and(|k| k.verify_strict(text.as_bytes(), &signature).is_ok())
-        });
+        let signed = keys
+            .iter()
+            .any(|k| k.verify(text.as_bytes(), &signature).is_ok());
         if !signed {
             return Err(ReceiptError::BadSignature {
                 approver: self.approver.clone(),
