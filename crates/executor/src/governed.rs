@@ -19,7 +19,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use serde_json::Value;
 use warden_contracts::{
     AppendReceipt, ChainId, DecisionReason, Digest, EvidenceRef, ExecutionOutcome, Failure,
     OperationId, ReasonCode, RecordType, RequestId, RuntimeProfile, Timestamp,
@@ -233,7 +232,7 @@ impl Governance {
         &self.exceptions
     }
 
-    pub(crate) fn exception_for(
+    fn exception_for(
         &self,
         action: &str,
         gate: &str,
@@ -297,7 +296,7 @@ impl ExecutionReport {
 
 /// Where one request's governed operation is.
 #[derive(Debug, Default)]
-pub(crate) enum Phase {
+enum Phase {
     /// No operation (not governed, not started yet, or a replay).
     #[default]
     Idle,
@@ -320,16 +319,16 @@ pub(crate) enum Phase {
 
 /// One request's governed state, shared by the pipeline and the closing step.
 #[derive(Debug, Default)]
-pub(crate) struct OpState {
-    pub(crate) phase: Phase,
-    pub(crate) operation_id: Option<OperationId>,
-    pub(crate) receipts: Vec<RecordedReceipt>,
-    pub(crate) error: Option<GovernanceError>,
-    pub(crate) replay_of: Option<OperationRef>,
+struct OpState {
+    phase: Phase,
+    operation_id: Option<OperationId>,
+    receipts: Vec<RecordedReceipt>,
+    error: Option<GovernanceError>,
+    replay_of: Option<OperationRef>,
 }
 
 impl OpState {
-    pub(crate) fn push(&mut self, record_type: RecordType, receipt: AppendReceipt) {
+    fn push(&mut self, record_type: RecordType, receipt: AppendReceipt) {
         self.receipts.push(RecordedReceipt {
             record_type,
             receipt,
@@ -344,20 +343,90 @@ impl OpState {
     }
 }
 
-/// A request's handle on its governed operation, passed down the pipeline.
-#[derive(Clone, Copy)]
-pub(crate) struct GovRun<'a> {
-    pub(crate) governance: &'a Governance,
-    pub(crate) state: &'a tokio::sync::Mutex<OpState>,
-    pub(crate) shield: &'a AtomicUsize,
-    pub(crate) stop: &'a AtomicBool,
+/// One request's governed operation: the one interface between the executor's stage plan and
+/// governed evidence (docs/executor.md, "Governed execution").
+///
+/// The executor creates it when it is governed, lends it to the stages, which call it at
+/// their checkpoints ([`Self::start`] at `evidence_start`, [`Self::gate`] and
+/// [`Self::exception`] for each evaluation of stages 6–11, [`Self::checkpoint`] and
+/// [`Self::begin`] at `evidence_invoke`), asks it whether the race with cancellation and
+/// deadlines may end ([`Self::request_stop`]), and closes it after the pipeline
+/// ([`Self::close`]). Nothing else of this module is seen by the executor or its stages.
+pub(crate) struct Operation<'g> {
+    governance: &'g Governance,
+    state: tokio::sync::Mutex<OpState>,
+    /// Evidence appends in progress.
+    shield: AtomicUsize,
+    /// A cancellation or deadline fired.
+    stop: AtomicBool,
+}
+
+impl<'g> Operation<'g> {
+    /// No operation yet, under `governance`.
+    pub(crate) fn new(governance: &'g Governance) -> Self {
+        Self {
+            governance,
+            state: tokio::sync::Mutex::new(OpState::default()),
+            shield: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// A cancellation or deadline fired: stop before the token. Answers whether the race may
+    /// end now (no evidence work is in progress; else it ends when that work is done, which
+    /// wakes the task).
+    pub(crate) fn request_stop(&self) -> bool {
+        self.stop.store(true, Ordering::Release);
+        self.shield.load(Ordering::Acquire) == 0
+    }
+
+    /// The recorded exception that covers a soft deny of `gate` for `action` with `digest`.
+    pub(crate) fn exception_for(
+        &self,
+        action: &str,
+        gate: &str,
+        digest: &Digest,
+        now: Timestamp,
+    ) -> Option<&'g Exception> {
+        self.governance.exception_for(action, gate, digest, now)
+    }
+
+    /// Closes the operation with the one terminal record its outcome requires ([`close`]) and
+    /// answers the report, with whether the terminal record is durable.
+    pub(crate) async fn close(
+        self,
+        outcome: ExecutionOutcome,
+        deadline: Option<Timestamp>,
+    ) -> (ExecutionReport, bool) {
+        let mut st = self.state.into_inner();
+        let outcome = Box::pin(close(&mut st, outcome, deadline)).await;
+        let closed = matches!(st.phase, Phase::Closed);
+        let report = ExecutionReport {
+            outcome,
+            operation_id: st.operation_id,
+            receipts: st.receipts,
+            replay_of: st.replay_of,
+            evidence_error: st.error,
+        };
+        (report, closed)
+    }
+
+    /// The outcome an idempotent replay answers from `replay`'s records ([`replay_outcome`]).
+    pub(crate) fn replay_outcome(
+        &self,
+        replay: &Replay,
+        request_id: &RequestId,
+        profile: RuntimeProfile,
+    ) -> ExecutionOutcome {
+        replay_outcome(replay, request_id, profile)
+    }
 }
 
 /// Evidence work in progress: a cancellation or deadline waits until it is done.
-pub(crate) struct Shield<'a>(&'a AtomicUsize);
+struct Shield<'a>(&'a AtomicUsize);
 
 impl<'a> Shield<'a> {
-    pub(crate) fn enter(count: &'a AtomicUsize) -> Self {
+    fn enter(count: &'a AtomicUsize) -> Self {
         count.fetch_add(1, Ordering::AcqRel);
         Self(count)
     }
@@ -379,7 +448,7 @@ pub(crate) enum StartAnswer {
     Refused(DecisionReason),
 }
 
-impl GovRun<'_> {
+impl Operation<'_> {
     /// Whether a cancellation or deadline fired while evidence work was shielded.
     pub(crate) fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Acquire)
@@ -387,7 +456,7 @@ impl GovRun<'_> {
 
     /// Stage 5: opens the operation (both receipts) or answers a replay or a refusal.
     pub(crate) async fn start(&self, start: OperationStart) -> StartAnswer {
-        let _shield = Shield::enter(self.shield);
+        let _shield = Shield::enter(&self.shield);
         let operation_id = start.operation_id.clone();
         let answer = self.governance.recorder.start_operation(start).await;
         let mut st = self.state.lock().await;
@@ -456,7 +525,7 @@ impl GovRun<'_> {
         &self,
         evaluation: GateEvaluation,
     ) -> Result<warden_contracts::RecordId, DecisionReason> {
-        let _shield = Shield::enter(self.shield);
+        let _shield = Shield::enter(&self.shield);
         let mut st = self.state.lock().await;
         let Phase::Open(handle) = &mut st.phase else {
             return Err(no_operation());
@@ -482,7 +551,7 @@ impl GovRun<'_> {
         gate_record_id: warden_contracts::RecordId,
         arguments_digest: Digest,
     ) -> Result<(), DecisionReason> {
-        let _shield = Shield::enter(self.shield);
+        let _shield = Shield::enter(&self.shield);
         let mut st = self.state.lock().await;
         let Phase::Open(handle) = &mut st.phase else {
             return Err(no_operation());
@@ -511,7 +580,7 @@ impl GovRun<'_> {
     /// Stage 12: the reducer closes the pre-call checkpoint. `Ok` holds the permit; `Err` is
     /// the refusal (a denial the reducer recorded, or an evidence failure).
     pub(crate) async fn checkpoint(&self) -> Result<(), (DecisionReason, &'static str)> {
-        let _shield = Shield::enter(self.shield);
+        let _shield = Shield::enter(&self.shield);
         let mut st = self.state.lock().await;
         let Phase::Open(handle) = std::mem::take(&mut st.phase) else {
             st.phase = Phase::Lost;
@@ -545,7 +614,7 @@ impl GovRun<'_> {
 
     /// Right before the token is minted: the permit becomes the call in flight.
     pub(crate) async fn begin(&self) -> Result<(), GovernanceError> {
-        let _shield = Shield::enter(self.shield);
+        let _shield = Shield::enter(&self.shield);
         let mut st = self.state.lock().await;
         let Phase::Permitted(permit) = std::mem::take(&mut st.phase) else {
             st.phase = Phase::Lost;
@@ -587,7 +656,7 @@ fn evidence_reason(e: &GovernanceError) -> DecisionReason {
 /// unchanged, except that an escalation whose closing record failed is a denial (no approval
 /// request without its record), and a call whose terminal record failed is `failed` /
 /// `evidence_unrecorded` with `call_executed = true`.
-pub(crate) async fn close(
+async fn close(
     st: &mut OpState,
     outcome: ExecutionOutcome,
     deadline: Option<Timestamp>,
@@ -890,7 +959,7 @@ fn unrecorded(outcome: ExecutionOutcome, message: String) -> ExecutionOutcome {
 }
 
 /// The outcome with these evidence references, on the variants that carry them.
-pub(crate) fn attach(
+fn attach(
     mut outcome: ExecutionOutcome,
     refs: impl Iterator<Item = EvidenceRef>,
 ) -> ExecutionOutcome {
@@ -911,7 +980,7 @@ pub(crate) fn attach(
 /// result's digest, never the result: a completed call answers `failed` / `idempotent_replay`
 /// with `call_executed = true`, naming the digest). An operation still open (running
 /// elsewhere, or crashed and not yet recovered) answers `deferred`.
-pub(crate) fn replay_outcome(
+fn replay_outcome(
     replay: &Replay,
     request_id: &RequestId,
     profile: RuntimeProfile,
@@ -1001,14 +1070,4 @@ pub(crate) fn replay_outcome(
             degradations: Vec::new(),
         },
     }
-}
-
-/// Whether `value` has a canonical digest (the arguments a gate evaluated).
-pub(crate) fn digest_of(value: &serde_json::Map<String, Value>) -> Result<Digest, DecisionReason> {
-    crate::executor::arguments_digest(value).map_err(|e| {
-        DecisionReason::new(
-            ReasonCode::Evidence,
-            format!("the arguments have no canonical digest to record: {e}"),
-        )
-    })
 }

@@ -81,13 +81,17 @@ mod content;
 mod error;
 mod executor;
 mod governed;
+mod idempotency;
 mod interceptor;
 mod plan;
 mod policy;
+mod receipts;
 mod registry;
 mod runtime;
+mod stages;
 mod token;
 mod tool;
+mod trace;
 mod unwind;
 
 pub use admission::{Clock, Limits, SystemClock};

@@ -1,0 +1,48 @@
+//! Stage 12, `evidence_invoke` (governed; skipped otherwise): the pre-call checkpoint.
+//! ADR-0121's reducer over the recorded gates answers its permit, the only way to the token,
+//! or its recorded denial (`denied` / reducer). A cancellation or deadline that fired during
+//! evidence work ends the request here, before a token exists; then the permit becomes the
+//! call in flight.
+
+use std::ops::ControlFlow;
+
+use warden_contracts::{ExecutionOutcome, Failure, ReasonCode, Stage};
+
+use super::Run;
+
+pub(crate) async fn evidence_invoke(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+    let plan = run.plan(Stage::EvidenceInvoke)?;
+    let Some(operation) = run.progress.gov else {
+        run.trace.planned(&plan, Stage::EvidenceInvoke);
+        return ControlFlow::Continue(());
+    };
+    run.trace.ran(Stage::EvidenceInvoke);
+    if let Err((reason, evaluator)) = Box::pin(operation.checkpoint()).await {
+        return run.refuse(Stage::EvidenceInvoke, reason, evaluator, false);
+    }
+    if operation.stop_requested() {
+        // Cancelled or timed out while evidence was being written: the race ends the request
+        // here, before a token exists.
+        std::future::pending::<()>().await;
+    }
+    if let Err(e) = Box::pin(operation.begin()).await {
+        return ControlFlow::Break(ExecutionOutcome::Failed {
+            request_id: run.request.request_id().clone(),
+            profile: run.exec.profile,
+            failure: Failure {
+                kind: "evidence".into(),
+                message: format!("the call was not started: {e}"),
+            },
+            call_executed: false,
+            evidence: Vec::new(),
+            degradations: Vec::new(),
+        });
+    }
+    run.trace.allow(
+        Stage::EvidenceInvoke,
+        "evidence",
+        "pre-call checkpoint complete",
+        ReasonCode::Evidence,
+    );
+    ControlFlow::Continue(())
+}

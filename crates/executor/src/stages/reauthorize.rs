@@ -1,0 +1,97 @@
+//! Stage 11, `reauthorize`: when anything changed the arguments, the session gate, the guards
+//! and the security pass again on the **final** arguments (governed: recorded with
+//! `recheck: true`); a security hook that changes them again fails closed. Skipped, with that
+//! fact reported, when nothing changed them. Then the receipts that approved the call are used,
+//! once, atomically (a race loses with `approval_refused`).
+
+use std::ops::ControlFlow;
+use std::sync::PoisonError;
+
+use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+
+use super::security::{self, Security};
+use super::{GateSite, Run, authorize, guards, session_gate};
+use crate::plan::ExecutionPlan;
+
+pub(crate) async fn reauthorize(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+    let plan = run.plan(Stage::Reauthorize)?;
+    if run.changed {
+        run.trace.ran(Stage::Reauthorize);
+        final_pass(run, &plan).await?;
+    } else {
+        run.trace
+            .skipped(Stage::Reauthorize, "arguments and policy inputs unchanged");
+    }
+    use_receipts(run)
+}
+
+/// The session gate, the guards and the security pass on the final arguments.
+async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> ControlFlow<ExecutionOutcome> {
+    run.site = match GateSite::open(run.progress.gov, &run.args, true) {
+        Ok(site) => site,
+        Err(reason) => return run.refuse(Stage::Reauthorize, reason, "evidence", false),
+    };
+    session_gate::check(run, plan, true).await?;
+    guards::check(run, plan, true).await?;
+    match security::pass(run, plan, true).await {
+        Security::Allow { approved_by, .. } => {
+            run.approved.extend(approved_by);
+            run.trace.allow(
+                Stage::Reauthorize,
+                plan.policy.snapshot().policy_id.as_str(),
+                "final arguments authorized",
+                ReasonCode::PolicyRule,
+            );
+            ControlFlow::Continue(())
+        }
+        Security::Deny {
+            reason,
+            evaluator,
+            stop,
+        } => run.refuse(Stage::Reauthorize, reason, &evaluator, stop),
+        Security::Escalate {
+            reason,
+            evaluator,
+            authority,
+            ..
+        } => authorize::escalate(
+            run,
+            Stage::Reauthorize,
+            plan,
+            &run.args,
+            reason,
+            &evaluator,
+            authority,
+        ),
+    }
+}
+
+/// Receipts that approved this call are used now, once, atomically.
+fn use_receipts(run: &Run<'_>) -> ControlFlow<ExecutionOutcome> {
+    if run.approved.is_empty() {
+        return ControlFlow::Continue(());
+    }
+    let exec = run.exec;
+    let used = exec
+        .approvals
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .consume(&run.approved, &*exec.clock, exec.approval_ttl_ms);
+    let Err(id) = used else {
+        return ControlFlow::Continue(());
+    };
+    let stage = if run.changed {
+        Stage::Reauthorize
+    } else {
+        Stage::Authorize
+    };
+    run.refuse(
+        stage,
+        DecisionReason::new(
+            ReasonCode::ApprovalRefused,
+            format!("approval receipt {id} was already used"),
+        ),
+        "approval",
+        false,
+    )
+}
