@@ -15,6 +15,11 @@
 //! outcome is `denied` / `evidence`, `call_executed = false`, the token is never minted); an
 //! append that fails after the call reports `failed` with `call_executed = true` and kind
 //! `evidence_unrecorded`, and nothing is retried.
+//!
+//! The executor reaches all of this through one interface, [`Operation`]: one request's
+//! governed operation, whose methods the stages call at their checkpoints (crate::stages) and
+//! the executor uses to race and close it. This module imports nothing of the executor or its
+//! stages.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -833,32 +838,7 @@ async fn close_open(
                         .await
                         .map(Some)
                 };
-            match result {
-                Ok(Some(r)) => {
-                    st.push(RecordType::OperationDenied, r);
-                    st.phase = Phase::Closed;
-                    outcome
-                }
-                Ok(None) => {
-                    // Unreachable by construction (the reduction escalates); the dropped permit
-                    // leaves the operation to recovery, and nothing runs.
-                    st.phase = Phase::Lost;
-                    outcome
-                }
-                Err(e) => {
-                    let reason = evidence_reason(&e);
-                    st.fail(e);
-                    st.phase = Phase::Lost;
-                    ExecutionOutcome::Denied {
-                        request_id: outcome.request_id().clone(),
-                        profile: outcome.profile(),
-                        reason,
-                        evaluator: "evidence".into(),
-                        stop: false,
-                        evidence: Vec::new(),
-                    }
-                }
-            }
+            close_escalated(st, result, outcome)
         }
         ExecutionOutcome::Denied {
             reason,
@@ -911,6 +891,41 @@ async fn close_open(
                 }
             }
             outcome
+        }
+    }
+}
+
+/// An escalation's closing record: `operation_denied` (`escalate`); when it fails, the outcome
+/// is a denial (no approval request without its record).
+fn close_escalated(
+    st: &mut OpState,
+    result: Result<Option<AppendReceipt>, GovernanceError>,
+    outcome: ExecutionOutcome,
+) -> ExecutionOutcome {
+    match result {
+        Ok(Some(r)) => {
+            st.push(RecordType::OperationDenied, r);
+            st.phase = Phase::Closed;
+            outcome
+        }
+        Ok(None) => {
+            // Unreachable by construction (the reduction escalates); the dropped permit
+            // leaves the operation to recovery, and nothing runs.
+            st.phase = Phase::Lost;
+            outcome
+        }
+        Err(e) => {
+            let reason = evidence_reason(&e);
+            st.fail(e);
+            st.phase = Phase::Lost;
+            ExecutionOutcome::Denied {
+                request_id: outcome.request_id().clone(),
+                profile: outcome.profile(),
+                reason,
+                evaluator: "evidence".into(),
+                stop: false,
+                evidence: Vec::new(),
+            }
         }
     }
 }

@@ -57,8 +57,9 @@
 //! store, signed checkpoints, signed approval receipts); without it the crate compiles no
 //! rusqlite and no ed25519, and governance works over an in-memory or a composer's own store.
 //!
-//! Key design decision: the stage order is one function over an immutable plan, not a chain of
-//! hooks attached at construction: a tool registered, a plugin materialized or a handler added
+//! Key design decision: the stage order is fixed in code (one function per stage, each in its
+//! own file under `stages/`, run in [`STAGE_ORDER`]'s order) over an immutable plan, not a chain
+//! of hooks attached at construction: a tool registered, a plugin materialized or a handler added
 //! cannot change which controls guard an invocation, because the plan is compiled from the
 //! frozen registry and handler set, and the token that `invoke` needs is minted in exactly one
 //! place, after the last security pass. Nothing during execution is an error: every path ends

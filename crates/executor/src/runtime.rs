@@ -560,61 +560,8 @@ async fn start_governed(
         what: "chain",
         message: e.to_string(),
     })?;
-    let failed = |chain: &ChainId| {
-        let chain = chain.to_string();
-        move |source: GovernanceError| ComposeError::Governance {
-            chain,
-            source: Box::new(source),
-        }
-    };
-    let store_failed = |chain: &ChainId| {
-        let chain = chain.to_string();
-        move |source: warden_contracts::EvidenceError| ComposeError::Governance {
-            chain,
-            source: Box::new(GovernanceError::Evidence {
-                call_executed: false,
-                source,
-            }),
-        }
-    };
     if !governed.prefixes.is_empty() {
-        for other in governed
-            .store
-            .chains()
-            .await
-            .map_err(store_failed(&chain))?
-        {
-            let interrupted = other != chain
-                && governed
-                    .prefixes
-                    .iter()
-                    .any(|p| other.as_str().starts_with(p.as_str()));
-            if !interrupted || !is_open(governed, &other).await? {
-                continue;
-            }
-            if let Some(why) = governed.still_running.as_ref().and_then(|c| c(&other)) {
-                tracing::warn!(chain = %other, %why, "an interrupted run's chain stays open");
-                recovered.push(StartupRecovery::LeftOpen { chain: other, why });
-                continue;
-            }
-            let (governance, operations) = Governance::resume(
-                Arc::clone(&governed.store),
-                other.clone(),
-                governed.profile,
-                Arc::clone(&governed.clock),
-            )
-            .await
-            .map_err(failed(&other))?;
-            governance
-                .recorder()
-                .close(CloseDisposition::Abandoned)
-                .await
-                .map_err(failed(&other))?;
-            recovered.push(StartupRecovery::Closed {
-                chain: other,
-                operations,
-            });
-        }
+        recover_interrupted(governed, &chain, recovered).await?;
     }
     let exists = governed
         .store
@@ -655,6 +602,69 @@ async fn start_governed(
     )
     .await
     .map_err(failed(&chain))
+}
+
+/// Closes the open chains of interrupted runs (other chains whose names start with a
+/// `recover_chains` prefix), unless the `still_running` check says a call of one may still run.
+async fn recover_interrupted(
+    governed: &Governed,
+    chain: &ChainId,
+    recovered: &mut Vec<StartupRecovery>,
+) -> Result<(), ComposeError> {
+    for other in governed.store.chains().await.map_err(store_failed(chain))? {
+        let interrupted = other != *chain
+            && governed
+                .prefixes
+                .iter()
+                .any(|p| other.as_str().starts_with(p.as_str()));
+        if !interrupted || !is_open(governed, &other).await? {
+            continue;
+        }
+        if let Some(why) = governed.still_running.as_ref().and_then(|c| c(&other)) {
+            tracing::warn!(chain = %other, %why, "an interrupted run's chain stays open");
+            recovered.push(StartupRecovery::LeftOpen { chain: other, why });
+            continue;
+        }
+        let (governance, operations) = Governance::resume(
+            Arc::clone(&governed.store),
+            other.clone(),
+            governed.profile,
+            Arc::clone(&governed.clock),
+        )
+        .await
+        .map_err(failed(&other))?;
+        governance
+            .recorder()
+            .close(CloseDisposition::Abandoned)
+            .await
+            .map_err(failed(&other))?;
+        recovered.push(StartupRecovery::Closed {
+            chain: other,
+            operations,
+        });
+    }
+    Ok(())
+}
+
+/// A governance failure on `chain`, as a composition error.
+fn failed(chain: &ChainId) -> impl Fn(GovernanceError) -> ComposeError {
+    let chain = chain.to_string();
+    move |source: GovernanceError| ComposeError::Governance {
+        chain: chain.clone(),
+        source: Box::new(source),
+    }
+}
+
+/// A store failure on `chain` (nothing ran), as a composition error.
+fn store_failed(chain: &ChainId) -> impl Fn(warden_contracts::EvidenceError) -> ComposeError {
+    let chain = chain.to_string();
+    move |source: warden_contracts::EvidenceError| ComposeError::Governance {
+        chain: chain.clone(),
+        source: Box::new(GovernanceError::Evidence {
+            call_executed: false,
+            source,
+        }),
+    }
 }
 
 /// Whether `chain`'s last record leaves its task boundary open.

@@ -315,3 +315,64 @@ pub(crate) fn evidence_digest(args: &Map<String, Value>) -> Result<Digest, Decis
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `` `name` `` cells of the first column holding stage names in the table that
+    /// follows `heading` in docs/executor.md, in order.
+    fn documented(doc: &str, heading: &str) -> Vec<(String, String)> {
+        let start = doc
+            .find(heading)
+            .expect("the heading is in docs/executor.md");
+        doc[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|row| {
+                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+                let name = cells.get(2)?.strip_prefix('`')?.strip_suffix('`')?;
+                Some((name.to_owned(), cells.get(3)?.to_string()))
+            })
+            .collect()
+    }
+
+    fn names() -> Vec<String> {
+        STAGE_ORDER
+            .iter()
+            .map(|s| {
+                serde_json::to_value(s)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stage_order_matches_the_docs_with_one_file_per_stage() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("../../docs/executor.md")).unwrap();
+        let order: Vec<String> = documented(&doc, "## The stage order")
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(order, names(), "docs/executor.md, \"The stage order\"");
+        let files = documented(&doc, "### Where each stage lives");
+        let named: Vec<&String> = files.iter().map(|(name, _)| name).collect();
+        assert_eq!(
+            named,
+            names().iter().collect::<Vec<_>>(),
+            "the stage → file table"
+        );
+        for (name, file) in &files {
+            // Each stage's file is named after it, and exists.
+            let expected = format!("`{name}.rs`");
+            assert!(file.starts_with(&expected), "{name}: {file}");
+            let path = root.join("src/stages").join(format!("{name}.rs"));
+            assert!(path.is_file(), "{}", path.display());
+        }
+    }
+}
