@@ -301,14 +301,18 @@ impl ActionExecutor {
     ) -> ExecutionReport {
         // Outside the pipeline, which a cancellation or a deadline may drop: the governed
         // operation and the idempotency reservation are closed with the outcome, whatever it is.
-        let operation = self.governance.as_ref().map(Operation::new);
+        // (The operation is boxed: its state stays out of the minimal profile's future.)
+        let operation = self
+            .governance
+            .as_ref()
+            .map(|g| Box::new(Operation::new(g)));
         let mut idem = OnceLock::new();
         let trace = Trace::new(&self.observers, request.request_id());
         let outcome = race::run(
             self,
             (&request, context),
             &options,
-            operation.as_ref(),
+            operation.as_deref(),
             &idem,
             &trace,
         )

@@ -404,7 +404,8 @@ impl<'g> Operation<'g> {
         deadline: Option<Timestamp>,
     ) -> (ExecutionReport, bool) {
         let mut st = self.state.into_inner();
-        let outcome = Box::pin(close(&mut st, outcome, deadline)).await;
+        let closing = Box::pin(close(&mut st, outcome, deadline));
+        let outcome = closing.await;
         let closed = matches!(st.phase, Phase::Closed);
         let report = ExecutionReport {
             outcome,

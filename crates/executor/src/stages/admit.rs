@@ -10,14 +10,14 @@ use warden_contracts::{
     ExecutionOutcome, ReasonCode, Stage,
 };
 
-use super::Run;
+use super::{Flow, Run, end};
 use crate::executor::ActionExecutor;
 use crate::plan::ExecutionPlan;
 
-pub(crate) async fn admit(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn admit(run: &mut Run<'_>) -> Flow {
     run.trace.ran(Stage::Admit);
     let plan = run.plan(Stage::Admit)?;
-    match preflight(run.exec, &plan) {
+    match preflight(run.exec, plan) {
         Err(why) => {
             return run.refuse(
                 Stage::Admit,
@@ -45,7 +45,7 @@ pub(crate) async fn admit(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
                 run.trace.decision(Stage::Admit, || {
                     AdmissionDecision::defer(reason.clone(), "capacity", full.retry_at).ok()
                 });
-                return ControlFlow::Break(ExecutionOutcome::Deferred {
+                return end(ExecutionOutcome::Deferred {
                     request_id: run.request.request_id().clone(),
                     profile: run.exec.profile,
                     reason,

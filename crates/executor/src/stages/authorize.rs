@@ -14,15 +14,15 @@ use warden_contracts::{
     ReasonCode, Stage, Timestamp,
 };
 
-use super::Run;
 use super::security::{self, Security};
+use super::{Flow, Run, end};
 use crate::executor::arguments_digest;
 use crate::plan::ExecutionPlan;
 
-pub(crate) async fn authorize(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn authorize(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Authorize)?;
     run.trace.ran(Stage::Authorize);
-    match security::pass(run, &plan, false).await {
+    match security::pass(run, plan, false).await {
         Security::Allow {
             replacement,
             approved_by,
@@ -57,7 +57,7 @@ pub(crate) async fn authorize(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome
             escalate(
                 run,
                 Stage::Authorize,
-                &plan,
+                plan,
                 args,
                 reason,
                 &evaluator,
@@ -77,7 +77,7 @@ pub(crate) fn escalate(
     reason: DecisionReason,
     evaluator: &str,
     authority: String,
-) -> ControlFlow<ExecutionOutcome> {
+) -> Flow {
     let digest = match arguments_digest(args) {
         Ok(d) => d,
         Err(e) => {
@@ -119,7 +119,7 @@ pub(crate) fn escalate(
     run.trace.decision(stage, || {
         AdmissionDecision::escalate(reason, evaluator, approval.clone()).ok()
     });
-    ControlFlow::Break(ExecutionOutcome::Escalated {
+    end(ExecutionOutcome::Escalated {
         request_id: request_id.clone(),
         profile: exec.profile,
         approval,

@@ -9,11 +9,11 @@ use std::ops::ControlFlow;
 
 use warden_contracts::{BackendRef, DecisionReason, ExecutionOutcome, ReasonCode, Stage};
 
-use super::Run;
+use super::{Flow, Run, end};
 use crate::executor::ActionExecutor;
 use crate::idempotency::{IdemKey, Taken};
 
-pub(crate) async fn bind_context(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn bind_context(run: &mut Run<'_>) -> Flow {
     run.trace.ran(Stage::BindContext);
     let entry = run.entry(Stage::BindContext)?;
     let mismatch = |run: &Run<'_>, why: String| {
@@ -34,7 +34,7 @@ pub(crate) async fn bind_context(run: &mut Run<'_>) -> ControlFlow<ExecutionOutc
     if let Err(why) = check_backend(run.exec, run.context.effect_backend()) {
         return mismatch(run, why);
     }
-    let Some(plan) = run.exec.plan_for(&entry, index) else {
+    let Some(plan) = run.exec.plan_for(entry, index) else {
         return mismatch(run, "no policy for this context".to_owned());
     };
     run.trace.allow(
@@ -43,7 +43,7 @@ pub(crate) async fn bind_context(run: &mut Run<'_>) -> ControlFlow<ExecutionOutc
         "request agrees with its trusted context",
         ReasonCode::ContextMismatch,
     );
-    run.plan = Some(plan);
+    let _ = run.plan.set(plan);
     reserve_key(run, entry.descriptor.name())
 }
 
@@ -71,7 +71,7 @@ fn check_backend(exec: &ActionExecutor, named: &BackendRef) -> Result<(), String
 
 /// Ungoverned idempotency is this process's memory: a key whose call may have had an effect
 /// replays its outcome, the same key with other arguments is denied, a key in flight defers.
-fn reserve_key(run: &Run<'_>, action: &str) -> ControlFlow<ExecutionOutcome> {
+fn reserve_key(run: &Run<'_>, action: &str) -> Flow {
     let Some(key) = run
         .request
         .idempotency_key()
@@ -93,9 +93,9 @@ fn reserve_key(run: &Run<'_>, action: &str) -> ControlFlow<ExecutionOutcome> {
         }
         Err(Taken::Replay(outcome)) => {
             tracing::debug!(request = %request.request_id(), "idempotent replay");
-            ControlFlow::Break(*outcome)
+            ControlFlow::Break(outcome)
         }
-        Err(Taken::OtherArguments) => ControlFlow::Break(run.exec.denied(
+        Err(Taken::OtherArguments) => end(run.exec.denied(
             request,
             DecisionReason::new(
                 ReasonCode::InvalidArguments,
@@ -104,7 +104,7 @@ fn reserve_key(run: &Run<'_>, action: &str) -> ControlFlow<ExecutionOutcome> {
             "idempotency",
             false,
         )),
-        Err(Taken::InFlight) => ControlFlow::Break(ExecutionOutcome::Deferred {
+        Err(Taken::InFlight) => end(ExecutionOutcome::Deferred {
             request_id: request.request_id().clone(),
             profile: run.exec.profile,
             reason: DecisionReason::new(

@@ -8,16 +8,19 @@ use std::ops::ControlFlow;
 
 use warden_contracts::{ExecutionOutcome, Failure, ReasonCode, Stage};
 
-use super::Run;
+use super::{Flow, Run, end};
 
-pub(crate) async fn evidence_invoke(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn evidence_invoke(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::EvidenceInvoke)?;
     let Some(operation) = run.progress.gov else {
-        run.trace.planned(&plan, Stage::EvidenceInvoke);
+        run.trace.planned(plan, Stage::EvidenceInvoke);
         return ControlFlow::Continue(());
     };
     run.trace.ran(Stage::EvidenceInvoke);
-    if let Err((reason, evaluator)) = Box::pin(operation.checkpoint()).await {
+    // Governed steps are boxed, and bound before the await: their futures stay out of the
+    // pipeline's state, which every minimal call moves and allocates.
+    let checkpoint = Box::pin(operation.checkpoint());
+    if let Err((reason, evaluator)) = checkpoint.await {
         return run.refuse(Stage::EvidenceInvoke, reason, evaluator, false);
     }
     if operation.stop_requested() {
@@ -25,8 +28,9 @@ pub(crate) async fn evidence_invoke(run: &mut Run<'_>) -> ControlFlow<ExecutionO
         // here, before a token exists.
         std::future::pending::<()>().await;
     }
-    if let Err(e) = Box::pin(operation.begin()).await {
-        return ControlFlow::Break(ExecutionOutcome::Failed {
+    let begin = Box::pin(operation.begin());
+    if let Err(e) = begin.await {
+        return end(ExecutionOutcome::Failed {
             request_id: run.request.request_id().clone(),
             profile: run.exec.profile,
             failure: Failure {

@@ -20,29 +20,31 @@ use warden_contracts::{
 };
 use warden_evidence::{OperationStart, Replay};
 
-use super::{Run, evidence_digest};
+use super::{Flow, Run, end, evidence_digest};
 use crate::governed::{Operation, StartAnswer};
 use crate::plan::ExecutionPlan;
 use crate::receipts::receipt_counts;
 
-pub(crate) async fn evidence_start(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn evidence_start(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::EvidenceStart)?;
     let Some(operation) = run.progress.gov else {
-        run.trace.planned(&plan, Stage::EvidenceStart);
+        run.trace.planned(plan, Stage::EvidenceStart);
         return ControlFlow::Continue(());
     };
     run.trace.ran(Stage::EvidenceStart);
-    // Governed steps are boxed: their futures stay out of the ungoverned profile's state
-    // machine (which every minimal call moves and allocates).
-    let (start, receipt) = match Box::pin(describe(run, &plan)).await {
+    // Governed steps are boxed, and bound before the await: their futures stay out of the
+    // pipeline's state, which every minimal call moves and allocates.
+    let describing = Box::pin(describe(run, plan));
+    let (start, receipt) = match describing.await {
         Ok(s) => s,
         Err(reason) => return run.refuse(Stage::EvidenceStart, reason, "evidence", false),
     };
-    match Box::pin(operation.start(start)).await {
+    let starting = Box::pin(operation.start(start));
+    match starting.await {
         StartAnswer::Started => {}
         StartAnswer::Replay(replay) => {
             tracing::debug!(request = %run.request.request_id(), operation = %replay.operation.operation_id, "idempotent replay from evidence");
-            return ControlFlow::Break(replayed(run, operation, &replay));
+            return end(replayed(run, operation, &replay));
         }
         StartAnswer::Refused(reason) => {
             return run.refuse(Stage::EvidenceStart, reason, "evidence", false);

@@ -5,24 +5,20 @@
 
 use std::ops::ControlFlow;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 use warden_evidence::payload::{GateLevel, GateVerdict};
 
-use super::Run;
+use super::{Flow, Run};
 use crate::plan::ExecutionPlan;
 
-pub(crate) async fn guards(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn guards(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Guards)?;
-    check(run, &plan, false).await
+    check(run, plan, false).await
 }
 
 /// Every guard on the current arguments, recorded at the run's gate site. `final_pass`:
 /// inside `reauthorize`, which reports (and refuses) for them.
-pub(crate) async fn check(
-    run: &Run<'_>,
-    plan: &ExecutionPlan,
-    final_pass: bool,
-) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn check(run: &Run<'_>, plan: &ExecutionPlan, final_pass: bool) -> Flow {
     let stage = if final_pass {
         Stage::Reauthorize
     } else {

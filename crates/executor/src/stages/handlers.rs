@@ -4,32 +4,30 @@
 //! (`Reraise` / `ReplaceResult`, the first replacement wins, a failing handler leaves the
 //! original primary); an ambiguous result is never retried and never given to error handlers.
 
-use std::ops::ControlFlow;
-
 use serde_json::Value;
 use warden_contracts::{ExecutionOutcome, Failure, Stage};
 
-use super::Run;
+use super::{Flow, Run, end};
 use crate::interceptor::{ErrorDisposition, InvocationFailure};
 use crate::plan::ExecutionPlan;
 use crate::tool::ToolError;
 use crate::unwind::caught;
 
-pub(crate) async fn handlers(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn handlers(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Handlers)?;
     let Some(result) = run.result.take() else {
-        return ControlFlow::Break(run.out_of_order(Stage::Handlers, "the callable's answer"));
+        return end(run.out_of_order(Stage::Handlers, "the callable's answer"));
     };
-    run.trace.planned(&plan, Stage::Handlers);
+    run.trace.planned(plan, Stage::Handlers);
     let request = run.request;
     let failure = match result {
-        Ok(Ok(value)) => match post(run, &plan, value).await {
-            Ok(value) => return ControlFlow::Break(run.exec.succeeded(request, value)),
+        Ok(Ok(value)) => match post(run, plan, value).await {
+            Ok(value) => return end(run.exec.succeeded(request, value)),
             Err(failure) => failure,
         },
         Ok(Err(ToolError::Ambiguous { message })) => {
             tracing::warn!(request = %request.request_id(), %message, "result ambiguous; not retried");
-            return ControlFlow::Break(ExecutionOutcome::Ambiguous {
+            return end(ExecutionOutcome::Ambiguous {
                 request_id: request.request_id().clone(),
                 profile: run.exec.profile,
                 message,
@@ -46,7 +44,7 @@ pub(crate) async fn handlers(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome>
             }
         }
     };
-    ControlFlow::Break(on_error(run, &plan, failure).await)
+    end(on_error(run, plan, failure).await)
 }
 
 /// The post handlers, in order, on the result; the first failure is the call's.

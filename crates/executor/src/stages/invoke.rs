@@ -5,13 +5,13 @@ use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 
 use serde_json::Value;
-use warden_contracts::{ExecutionOutcome, Stage};
+use warden_contracts::Stage;
 
-use super::Run;
+use super::{Flow, Run};
 use crate::token::InvocationToken;
 use crate::unwind::caught;
 
-pub(crate) async fn invoke(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn invoke(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Invoke)?;
     run.trace.ran(Stage::Invoke);
     // Handlers see the arguments the call ran with; without handlers they are moved, not

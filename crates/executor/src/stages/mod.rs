@@ -21,9 +21,10 @@
 //! | 14 | `handlers` | `handlers.rs` |
 //! | 15 | `outcome` | `outcome.rs` |
 //!
-//! Stages 1–14 share one signature, `async fn(&mut Run<'_>) -> ControlFlow<ExecutionOutcome>`:
-//! a stage reads and advances the request's state ([`Run`]); `Continue` hands it to the next
-//! stage, `Break` ends the request with its outcome. [`run`] runs them in [`STAGE_ORDER`]'s
+//! Stages 1–14 share one signature, `async fn(&mut Run<'_>) -> Flow` ([`Flow`]: a
+//! `ControlFlow` whose `Break` holds the boxed `ExecutionOutcome`): a stage reads and advances
+//! the request's state ([`Run`]); `Continue` hands it to the next stage, `Break` ends the
+//! request with its outcome. [`run`] runs them in [`STAGE_ORDER`]'s
 //! order. The last stage, `outcome`, runs after the pipeline, outside the race with
 //! cancellation and deadlines (a cancelled request still gets its outcome, its governed
 //! terminal record and its events), so it takes what outlives the pipeline instead of a
@@ -73,6 +74,16 @@ use crate::registry::Entry;
 use crate::tool::ToolError;
 use crate::trace::Trace;
 
+/// What a stage answers: `Continue` hands the request to the next stage, `Break` ends it with
+/// its outcome (boxed: every stage's answer moves through the pipeline, so it stays one
+/// pointer wide).
+pub(crate) type Flow<T = ()> = ControlFlow<Box<ExecutionOutcome>, T>;
+
+/// Ends the request with `outcome`.
+pub(crate) fn end<T>(outcome: ExecutionOutcome) -> Flow<T> {
+    ControlFlow::Break(Box::new(outcome))
+}
+
 /// Runs one request's stages in [`STAGE_ORDER`]'s order until one ends it.
 pub(crate) async fn run(
     exec: &ActionExecutor,
@@ -81,6 +92,9 @@ pub(crate) async fn run(
     progress: Progress<'_>,
     trace: &Trace<'_>,
 ) -> ExecutionOutcome {
+    // What `resolve` and `bind_context` bind, for the rest of the pipeline: the stages after
+    // them borrow it for as long as the pipeline runs (no reference count per stage).
+    let (entry, plan) = (OnceLock::new(), OnceLock::new());
     let mut run = Run {
         exec,
         request,
@@ -88,8 +102,8 @@ pub(crate) async fn run(
         trace,
         progress,
         presented,
-        entry: None,
-        plan: None,
+        entry: &entry,
+        plan: &plan,
         args: Map::new(),
         lease: None,
         bound: None,
@@ -119,7 +133,7 @@ pub(crate) async fn run(
             Stage::Outcome => break,
         };
         if let ControlFlow::Break(outcome) = flow {
-            return outcome;
+            return *outcome;
         }
     }
     // `handlers` ends every request that reaches it.
@@ -151,9 +165,9 @@ pub(crate) struct Run<'a> {
     /// The approval receipts presented with the request.
     presented: &'a [ApprovalReceipt],
     /// The resolved action (`resolve`).
-    entry: Option<Arc<Entry>>,
+    pub(crate) entry: &'a OnceLock<Arc<Entry>>,
     /// Its compiled plan under the context's policy (`bind_context`).
-    plan: Option<Arc<ExecutionPlan>>,
+    pub(crate) plan: &'a OnceLock<Arc<ExecutionPlan>>,
     /// The arguments: the request's (`validate`), then as security hooks and transforms leave
     /// them; the callable gets them (`invoke`).
     pub(crate) args: Map<String, Value>,
@@ -177,18 +191,18 @@ pub(crate) struct Run<'a> {
 
 impl<'a> Run<'a> {
     /// The resolved action (set by `resolve`).
-    pub(crate) fn entry(&self, stage: Stage) -> ControlFlow<ExecutionOutcome, Arc<Entry>> {
-        match &self.entry {
-            Some(entry) => ControlFlow::Continue(entry.clone()),
-            None => ControlFlow::Break(self.out_of_order(stage, "a resolved action")),
+    pub(crate) fn entry(&self, stage: Stage) -> Flow<&'a Arc<Entry>> {
+        match self.entry.get() {
+            Some(entry) => ControlFlow::Continue(entry),
+            None => end(self.out_of_order(stage, "a resolved action")),
         }
     }
 
     /// The compiled plan (set by `bind_context`).
-    pub(crate) fn plan(&self, stage: Stage) -> ControlFlow<ExecutionOutcome, Arc<ExecutionPlan>> {
-        match &self.plan {
-            Some(plan) => ControlFlow::Continue(plan.clone()),
-            None => ControlFlow::Break(self.out_of_order(stage, "a compiled plan")),
+    pub(crate) fn plan(&self, stage: Stage) -> Flow<&'a ExecutionPlan> {
+        match self.plan.get() {
+            Some(plan) => ControlFlow::Continue(plan),
+            None => end(self.out_of_order(stage, "a compiled plan")),
         }
     }
 
@@ -219,12 +233,12 @@ impl<'a> Run<'a> {
         reason: DecisionReason,
         evaluator: &str,
         stop: bool,
-    ) -> ControlFlow<ExecutionOutcome, T> {
+    ) -> Flow<T> {
         tracing::debug!(request = %self.request.request_id(), ?stage, reason = %reason.message, "denied");
         self.trace.decision(stage, || {
             AdmissionDecision::new(Disposition::Deny, reason.clone(), evaluator).ok()
         });
-        ControlFlow::Break(self.exec.denied(self.request, reason, evaluator, stop))
+        end(self.exec.denied(self.request, reason, evaluator, stop))
     }
 
     /// A stage reached without what an earlier stage sets: impossible in the plan's order;
@@ -291,7 +305,7 @@ impl<'a> GateSite<'a> {
         reason: &DecisionReason,
         digest: Option<&Digest>,
     ) -> Result<RecordId, DecisionReason> {
-        Box::pin(self.operation.gate(GateEvaluation {
+        let evaluation = GateEvaluation {
             gate: gate.to_owned(),
             stage,
             level,
@@ -301,8 +315,10 @@ impl<'a> GateSite<'a> {
             source: reason.source.clone(),
             arguments_digest: digest.unwrap_or(&self.digest).clone(),
             recheck: self.recheck,
-        }))
-        .await
+        };
+        // Boxed, and bound before the await: the append's future stays out of the stages'.
+        let recorded = Box::pin(self.operation.gate(evaluation));
+        recorded.await
     }
 }
 

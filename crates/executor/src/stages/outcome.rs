@@ -18,7 +18,7 @@ use crate::trace::Trace;
 pub(crate) async fn outcome(
     exec: &ActionExecutor,
     request: &ExecutionRequest,
-    operation: Option<Operation<'_>>,
+    operation: Option<Box<Operation<'_>>>,
     idem: Option<IdemGuard>,
     trace: &Trace<'_>,
     outcome: ExecutionOutcome,
@@ -32,7 +32,10 @@ pub(crate) async fn outcome(
             evidence_error: None,
         },
         Some(operation) => {
-            let (report, closed) = operation.close(outcome, request.deadline()).await;
+            // Boxed, and bound before the await: the governed close stays out of the minimal
+            // profile's future.
+            let closing = Box::pin((*operation).close(outcome, request.deadline()));
+            let (report, closed) = closing.await;
             // A keyed operation this process closed: a replay here answers its full outcome.
             if let (Some(op), Some(_), true) =
                 (&report.operation_id, request.idempotency_key(), closed)

@@ -7,17 +7,21 @@
 use std::ops::ControlFlow;
 use std::sync::PoisonError;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
 use super::security::{self, Security};
-use super::{GateSite, Run, authorize, guards, session_gate};
+use super::{Flow, GateSite, Run, authorize, guards, session_gate};
 use crate::plan::ExecutionPlan;
 
-pub(crate) async fn reauthorize(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn reauthorize(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Reauthorize)?;
     if run.changed {
         run.trace.ran(Stage::Reauthorize);
-        final_pass(run, &plan).await?;
+        // Boxed (and bound before the await, so the unboxed future is not kept in this one):
+        // most requests skip this stage, and its future would otherwise be part of every
+        // request's pipeline.
+        let pass = Box::pin(final_pass(run, plan));
+        pass.await?;
     } else {
         run.trace
             .skipped(Stage::Reauthorize, "arguments and policy inputs unchanged");
@@ -26,7 +30,7 @@ pub(crate) async fn reauthorize(run: &mut Run<'_>) -> ControlFlow<ExecutionOutco
 }
 
 /// The session gate, the guards and the security pass on the final arguments.
-async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> ControlFlow<ExecutionOutcome> {
+async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> Flow {
     run.site = match GateSite::open(run.progress.gov, &run.args, true) {
         Ok(site) => site,
         Err(reason) => return run.refuse(Stage::Reauthorize, reason, "evidence", false),
@@ -67,7 +71,7 @@ async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> ControlFlow<Exec
 }
 
 /// Receipts that approved this call are used now, once, atomically.
-fn use_receipts(run: &Run<'_>) -> ControlFlow<ExecutionOutcome> {
+fn use_receipts(run: &Run<'_>) -> Flow {
     if run.approved.is_empty() {
         return ControlFlow::Continue(());
     }

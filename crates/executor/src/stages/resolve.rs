@@ -3,11 +3,11 @@
 
 use std::ops::ControlFlow;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
-use super::Run;
+use super::{Flow, Run};
 
-pub(crate) async fn resolve(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn resolve(run: &mut Run<'_>) -> Flow {
     run.trace.ran(Stage::Resolve);
     match run.exec.registry.entry(run.request.action()) {
         Ok(entry) => {
@@ -17,7 +17,7 @@ pub(crate) async fn resolve(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> 
                 entry.descriptor.name(),
                 ReasonCode::UnknownAction,
             );
-            run.entry = Some(entry);
+            let _ = run.entry.set(entry);
             ControlFlow::Continue(())
         }
         Err(e) => run.refuse(

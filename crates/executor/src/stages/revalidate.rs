@@ -4,11 +4,11 @@
 
 use std::ops::ControlFlow;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
-use super::{Run, validate};
+use super::{Flow, Run, validate};
 
-pub(crate) async fn revalidate(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn revalidate(run: &mut Run<'_>) -> Flow {
     if !run.changed {
         run.trace.skipped(Stage::Revalidate, "arguments unchanged");
         return ControlFlow::Continue(());

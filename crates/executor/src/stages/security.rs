@@ -440,7 +440,9 @@ impl Pass<'_, '_> {
         let Some(exception) = operation.exception_for(action, &p.gate, &covered_digest, now) else {
             return ControlFlow::Continue(false);
         };
-        if let Err(r) = Box::pin(operation.exception(exception, id, covered_digest)).await {
+        // Boxed, and bound before the await: the unboxed future stays out of this one.
+        let recorded = Box::pin(operation.exception(exception, id, covered_digest));
+        if let Err(r) = recorded.await {
             return ControlFlow::Break(evidence_failed(r));
         }
         tracing::warn!(request = %self.run.request.request_id(), gate = %p.gate, exception = %exception.exception_id, "soft deny overridden by a recorded exception: any certificate is degraded");

@@ -5,29 +5,25 @@
 
 use std::ops::ControlFlow;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 use warden_evidence::payload::{GateLevel, GateVerdict};
 
-use super::{GateSite, Run};
+use super::{Flow, GateSite, Run};
 use crate::plan::ExecutionPlan;
 use crate::unwind::caught;
 
-pub(crate) async fn session_gate(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn session_gate(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::SessionGate)?;
     run.site = match GateSite::open(run.progress.gov, &run.args, false) {
         Ok(site) => site,
         Err(reason) => return run.refuse(Stage::SessionGate, reason, "evidence", false),
     };
-    check(run, &plan, false).await
+    check(run, plan, false).await
 }
 
 /// The session gate on the current arguments, recorded at the run's gate site.
 /// `final_pass`: inside `reauthorize`, which reports (and refuses) for it.
-pub(crate) async fn check(
-    run: &Run<'_>,
-    plan: &ExecutionPlan,
-    final_pass: bool,
-) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn check(run: &Run<'_>, plan: &ExecutionPlan, final_pass: bool) -> Flow {
     let stage = if final_pass {
         Stage::Reauthorize
     } else {

@@ -4,19 +4,19 @@
 
 use std::ops::ControlFlow;
 
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
-use super::Run;
+use super::{Flow, Run};
 
-pub(crate) async fn transform(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn transform(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Transform)?;
     if plan.transforms.is_empty() {
-        run.trace.planned(&plan, Stage::Transform);
+        run.trace.planned(plan, Stage::Transform);
         return ControlFlow::Continue(());
     }
     run.trace.ran(Stage::Transform);
     for t in &plan.transforms {
-        let answer = t.transform(&run.view(&plan, &run.args)).await;
+        let answer = t.transform(&run.view(plan, &run.args)).await;
         match answer {
             Ok(None) => {}
             Ok(Some(next)) => {

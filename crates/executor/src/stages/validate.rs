@@ -5,16 +5,16 @@
 use std::ops::ControlFlow;
 
 use serde_json::{Map, Value};
-use warden_contracts::{DecisionReason, ExecutionOutcome, ReasonCode, Stage};
+use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
-use super::Run;
+use super::{Flow, Run};
 use crate::registry::Entry;
 
-pub(crate) async fn validate(run: &mut Run<'_>) -> ControlFlow<ExecutionOutcome> {
+pub(crate) async fn validate(run: &mut Run<'_>) -> Flow {
     run.trace.ran(Stage::Validate);
     let entry = run.entry(Stage::Validate)?;
     run.args = run.request.arguments().clone();
-    if let Err(message) = check(&entry, &mut run.args) {
+    if let Err(message) = check(entry, &mut run.args) {
         return run.refuse(
             Stage::Validate,
             DecisionReason::new(
