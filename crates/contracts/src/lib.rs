@@ -77,7 +77,7 @@ pub use ids::{
 };
 pub use outcome::{ExecutionOutcome, Failure, RuntimeProfile};
 pub use ports::{
-    BackendError, Capacity, CapacityFull, CapacityLease, DecisionEvent, EffectBackend,
+    BackendError, Capacity, CapacityFull, CapacityLease, Clock, DecisionEvent, EffectBackend,
     EvaluatorError, EvidenceError, EvidenceStore, Executor, Observer, PolicyAnswer,
     PolicyEvaluator, PolicyQuery, ReviewVerdict, Reviewer, Stage, StageEvent, StageStatus,
 };

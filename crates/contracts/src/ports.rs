@@ -489,3 +489,11 @@ pub trait Capacity: Send + Sync {
     /// Reserves a slot for one call of `action` at `now`, or says when to retry.
     fn try_acquire(&self, action: &str, now: Timestamp) -> Result<CapacityLease, CapacityFull>;
 }
+
+/// Where time comes from: the executor's deadlines, rates and approval expiry, and evidence
+/// timestamps. A port: contracts never read a clock themselves (the system clock and a test
+/// clock are `warden_evidence::SystemClock` and `warden_evidence::FixedClock`).
+pub trait Clock: Send + Sync {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now(&self) -> crate::Timestamp;
+}

@@ -49,11 +49,7 @@ use crate::payload::{
 use crate::store::{GovernedStore, OperationRef, TypedAppend};
 use crate::verify::{ChainTracker, Expected};
 
-/// Where the recorder reads the time (contracts never read clocks).
-pub trait Clock: Send + Sync {
-    /// Now, in milliseconds since the Unix epoch.
-    fn now(&self) -> Timestamp;
-}
+pub use warden_contracts::Clock;
 
 /// The system clock.
 #[derive(Debug, Clone, Copy, Default)]

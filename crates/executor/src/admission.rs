@@ -14,25 +14,8 @@ use warden_contracts::{Capacity, CapacityFull, CapacityLease, Timestamp};
 
 use crate::error::ExecutorError;
 
-/// A source of time. The executor reads the clock; contracts never do.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> Timestamp;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        Timestamp(ms)
-    }
-}
+pub use warden_contracts::Clock;
+pub use warden_evidence::SystemClock;
 
 /// A concurrency limit: at most `max` calls hold a slot at once.
 #[derive(Debug)]

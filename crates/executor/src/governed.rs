@@ -29,10 +29,9 @@ use warden_contracts::{
     OperationId, ReasonCode, RecordType, RequestId, RuntimeProfile, Timestamp,
 };
 use warden_evidence::{
-    Authorization, Clock as EvidenceClock, Denial, Escalation, ExceptionGrant, GateEvaluation,
-    GovernanceBinding, GovernanceError, GovernedRecorder, GovernedStore, InFlight,
-    InvocationPermit, OperationHandle, OperationRef, OperationStart, PolicySnapshotBytes,
-    Recovered, Replay, Started, TerminalKind,
+    Authorization, Denial, Escalation, ExceptionGrant, GateEvaluation, GovernanceBinding,
+    GovernanceError, GovernedRecorder, GovernedStore, InFlight, InvocationPermit, OperationHandle,
+    OperationRef, OperationStart, PolicySnapshotBytes, Recovered, Replay, Started, TerminalKind,
 };
 
 /// A soft deny's standing exception, validated and recorded by the composition root before
@@ -187,7 +186,7 @@ impl Governance {
         store: Arc<dyn GovernedStore>,
         binding: GovernanceBinding,
         snapshot: &PolicySnapshotBytes,
-        clock: Arc<dyn EvidenceClock>,
+        clock: Arc<dyn warden_contracts::Clock>,
     ) -> Result<Self, GovernanceError> {
         GovernedRecorder::open(store, binding, snapshot, clock)
             .await
@@ -206,7 +205,7 @@ impl Governance {
         store: Arc<dyn GovernedStore>,
         chain_id: ChainId,
         profile: RuntimeProfile,
-        clock: Arc<dyn EvidenceClock>,
+        clock: Arc<dyn warden_contracts::Clock>,
     ) -> Result<(Self, Vec<Recovered>), GovernanceError> {
         let recorder = GovernedRecorder::resume(store, chain_id, profile, clock).await?;
         let recovered = recorder.recover().await?;

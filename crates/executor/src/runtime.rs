@@ -29,8 +29,7 @@ use warden_contracts::{
 };
 use warden_evidence::payload::CloseDisposition;
 use warden_evidence::{
-    Clock as EvidenceClock, GovernanceBinding, GovernanceError, GovernedStore, PolicySnapshotBytes,
-    Recovered, SystemClock as EvidenceSystemClock, TaskBoundary,
+    GovernanceBinding, GovernanceError, GovernedStore, PolicySnapshotBytes, Recovered, TaskBoundary,
 };
 use warden_policy::permission::{PermissionInfo, PermissionSet};
 use warden_policy::{GuardSet, Guards, PolicySnapshot, SecretAction};
@@ -138,7 +137,7 @@ pub struct Governed {
     profile: RuntimeProfile,
     prefixes: Vec<String>,
     still_running: Option<StillRunning>,
-    clock: Arc<dyn EvidenceClock>,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Governed {
@@ -161,7 +160,7 @@ impl Governed {
             profile: RuntimeProfile::Certifiable,
             prefixes: Vec::new(),
             still_running: None,
-            clock: Arc::new(EvidenceSystemClock),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -186,7 +185,7 @@ impl Governed {
     }
 
     /// The clock evidence timestamps come from.
-    pub fn clock(mut self, clock: Arc<dyn EvidenceClock>) -> Self {
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }

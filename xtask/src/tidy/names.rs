@@ -20,14 +20,6 @@ const PENDING: &[(&str, &str)] = &[
         "executor interceptor scope vs policy subagent scope",
     ),
     (
-        "Clock",
-        "executor and evidence clocks: one port in contracts",
-    ),
-    (
-        "SystemClock",
-        "executor and evidence clocks: one port in contracts",
-    ),
-    (
         "HookVerdict",
         "executor security-hook answer vs evidence journal record",
     ),
