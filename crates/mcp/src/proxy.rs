@@ -23,7 +23,7 @@
 //!   proxy keeps serving.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -34,11 +34,11 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 use warden_contracts::{
-    ActionRef, ExecutionOutcome, ExecutionRequest, ExecutionScopeRef, PrincipalId, PrincipalKind,
-    PrincipalRef, RequestId,
+    ExecutionOutcome, ExecutionRequest, PrincipalId, PrincipalKind, PrincipalRef,
 };
 use warden_executor::{
     ApprovalError, CancelToken, ExecuteOptions, Governed, Registry, ReviewLoop, Runtime, Tool,
+    ToolCall,
 };
 use warden_policy::PolicySnapshot;
 
@@ -79,7 +79,6 @@ pub struct Proxy {
     runtime: Runtime,
     policy: Arc<PolicySnapshot>,
     offered: Vec<Offered>,
-    calls: AtomicU64,
     watch: Option<Watch>,
     asker: Arc<ClientApproval>,
     review: ReviewLoop,
@@ -128,7 +127,6 @@ impl Proxy {
             runtime,
             policy,
             offered,
-            calls: AtomicU64::new(0),
             watch: None,
             asker,
             review,
@@ -245,11 +243,13 @@ impl Proxy {
         let Some(offered) = self.offered.iter().find(|o| o.client_name == name) else {
             return error_result(&format!("no tool `{name}` is offered by this proxy"));
         };
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let scope = self.runtime.context().execution_scope();
-        let request = match request(offered.tool.descriptor().name(), arguments, n, scope) {
+        let call = ToolCall::new(
+            offered.tool.descriptor().name(),
+            Value::Object(arguments.unwrap_or_default()),
+        );
+        let request = match self.runtime.request(&call) {
             Ok(req) => req,
-            Err(e) => return error_result(&e),
+            Err(refused) => return error_result(&outcome_text(&refused)),
         };
         let cancel = CancelToken::new();
         let cancelled = client.ct.clone();
@@ -420,21 +420,6 @@ fn outcome_text(outcome: &ExecutionOutcome) -> String {
             format!("the call ended {status}: {detail}")
         }
     }
-}
-
-fn request(
-    action: &str,
-    arguments: Option<serde_json::Map<String, Value>>,
-    n: u64,
-    scope: &ExecutionScopeRef,
-) -> Result<ExecutionRequest, String> {
-    ExecutionRequest::new(
-        RequestId::new(format!("mcp-{n}")).map_err(|e| e.to_string())?,
-        ActionRef::new(action).map_err(|e| e.to_string())?,
-        Value::Object(arguments.unwrap_or_default()),
-        scope.clone(),
-    )
-    .map_err(|e| e.to_string())
 }
 
 impl ServerHandler for Proxy {

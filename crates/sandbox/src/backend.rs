@@ -245,19 +245,11 @@ impl SubprocessBackend {
     /// returned [`PipedProcess`] is dropped, which kills it; `spec.stdin` and
     /// `spec.timeout_ms` do not apply.
     pub fn spawn_piped(&self, spec: &ProcessSpec) -> Result<PipedProcess, BackendError> {
-        let sandbox = self.sandbox_spec(spec)?;
-        let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
-            message: e.to_string(),
-        })?;
-        let mut child = tokio_command(&self.helper)
-            .arg(EXEC_MODE)
-            .arg(json)
-            .arg(std::process::id().to_string())
-            .env_clear()
+        let mut child = self
+            .helper_command(spec)?
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| BackendError::Spawn {
                 message: format!("{}: {e}", spec.program),
@@ -279,19 +271,11 @@ impl SubprocessBackend {
     /// such as a coding agent), and waits for it: its exit code, or `None` when a signal ended
     /// it. `spec.stdin` and `spec.max_output_bytes` do not apply; `spec.timeout_ms` does.
     pub async fn run_attached(&self, spec: &ProcessSpec) -> Result<Option<i32>, BackendError> {
-        let sandbox = self.sandbox_spec(spec)?;
-        let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
-            message: e.to_string(),
-        })?;
-        let mut child = tokio_command(&self.helper)
-            .arg(EXEC_MODE)
-            .arg(json)
-            .arg(std::process::id().to_string())
-            .env_clear()
+        let mut child = self
+            .helper_command(spec)?
             .stdin(std::process::Stdio::inherit())
             .stdout(std::process::Stdio::inherit())
             .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| BackendError::Spawn {
                 message: format!("{}: {e}", spec.program),
@@ -308,6 +292,24 @@ impl SubprocessBackend {
             message: format!("{}: {e}", spec.program),
         })?;
         Ok(status.code())
+    }
+
+    /// The helper's command that runs `spec` contained (its exec mode, the spec, this
+    /// process's id to die with), with an empty environment, killed when dropped; the caller
+    /// sets its standard streams.
+    fn helper_command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, BackendError> {
+        let sandbox = self.sandbox_spec(spec)?;
+        let json = serde_json::to_string(&sandbox).map_err(|e| BackendError::Spawn {
+            message: e.to_string(),
+        })?;
+        let mut command = tokio_command(&self.helper);
+        command
+            .arg(EXEC_MODE)
+            .arg(json)
+            .arg(std::process::id().to_string())
+            .env_clear()
+            .kill_on_drop(true);
+        Ok(command)
     }
 
     fn proven(&self, capability: Capability) -> bool {

@@ -131,8 +131,12 @@ pub(super) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Runs one documented command in `dir` through bash, `warden` first on `PATH`.
-fn run(command: &str, dir: &Path) -> (Option<i32>, String, String) {
+/// How long one documented command may take.
+pub(super) const COMMAND_TIMEOUT_SECONDS: u32 = 180;
+
+/// Runs one documented command in `dir` through bash, `warden` first on `PATH`, `HOME` the
+/// folder, with a timeout (exit 124 when it runs out).
+pub(super) fn run(command: &str, dir: &Path) -> (Option<i32>, String, String) {
     let command = command.replace("cargo run --release --bin warden --", "warden");
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
     let path = format!(
@@ -140,8 +144,9 @@ fn run(command: &str, dir: &Path) -> (Option<i32>, String, String) {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &command])
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", &COMMAND_TIMEOUT_SECONDS.to_string()])
+        .args(["bash", "--norc", "--noprofile", "-c", &command])
         .current_dir(dir)
         .env("PATH", path)
         .env("HOME", dir)

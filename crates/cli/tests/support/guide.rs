@@ -40,9 +40,8 @@
 //! versions, from its committed lock file).
 
 use std::path::Path;
-use std::process::Command;
 
-use super::docs::{copy_dir, repo};
+use super::docs::{COMMAND_TIMEOUT_SECONDS, copy_dir, repo, run};
 
 /// The guide's folder, from the repository root.
 const GUIDE: &str = "docs/guide";
@@ -100,9 +99,6 @@ const STAND_INS: [StandIn; 4] = [
               tests/mcp/requirements.txt",
     },
 ];
-
-/// How long one command may take.
-const COMMAND_TIMEOUT_SECONDS: u32 = 180;
 
 /// One thing the reading of a chapter does, at a line of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -402,31 +398,6 @@ fn appears(expected: &str, output: &str) -> bool {
                 None => false,
             })
     })
-}
-
-/// Runs one command through bash in `dir`, `warden` first on `PATH`, with a timeout.
-fn run(command: &str, dir: &Path) -> (Option<i32>, String, String) {
-    let command = command.replace("cargo run --release --bin warden --", "warden");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("timeout")
-        .args(["--kill-after=10", &COMMAND_TIMEOUT_SECONDS.to_string()])
-        .args(["bash", "--norc", "--noprofile", "-c", &command])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env("HOME", dir)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Makes the stand-in's link in `dir`.

@@ -58,21 +58,28 @@ fn workspace(required: &str) -> tempfile::TempDir {
 }
 
 fn plan(provider: &str, dir: &Path, exe: &Path) -> Output {
-    warden(
-        &[
-            "harness",
-            "plan",
-            "--provider",
-            provider,
-            "--spec",
-            "spec.toml",
-            "--executable",
-            exe.to_str().unwrap(),
-            "--format",
-            "json",
-        ],
-        dir,
-    )
+    plan_with(provider, dir, exe, &[])
+}
+
+/// `warden harness plan … --format json`, with `extra` after `--` when there is any.
+fn plan_with(provider: &str, dir: &Path, exe: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "harness",
+        "plan",
+        "--provider",
+        provider,
+        "--spec",
+        "spec.toml",
+        "--executable",
+        exe.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    if !extra.is_empty() {
+        args.push("--");
+        args.extend(extra);
+    }
+    warden(&args, dir)
 }
 
 /// The plan with this run's paths replaced by placeholders, and the digest (which covers
@@ -449,27 +456,12 @@ fn approval_prompts_are_unsupported_in_a_headless_run() {
     {
         let dir = workspace("[\"approval.prompt@1\"]");
         let exe = fake(dir.path(), &format!("fake-{provider}"), version);
-        let base = [
-            "harness",
-            "plan",
-            "--provider",
-            provider,
-            "--spec",
-            "spec.toml",
-            "--executable",
-            exe.to_str().unwrap(),
-            "--format",
-            "json",
-        ];
         assert_eq!(
-            warden(&base, dir.path()).status.code(),
+            plan(provider, dir.path(), &exe).status.code(),
             Some(0),
             "{provider}: interactive"
         );
-        let mut args = base.to_vec();
-        args.push("--");
-        args.extend(headless);
-        let out = warden(&args, dir.path());
+        let out = plan_with(provider, dir.path(), &exe, &headless);
         assert_eq!(out.status.code(), Some(3), "{provider}: headless");
         let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
         let entry = plan["report"]["unsupported"]

@@ -123,7 +123,6 @@ fn hook_answers_every_shell_corpus_case_with_the_exact_contract_output() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(!cases.is_empty());
-    let list = |v: &Value| serde_json::to_string(v.as_array().unwrap()).unwrap();
     let mut failures = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for (i, case) in cases.iter().enumerate() {
@@ -131,17 +130,7 @@ fn hook_answers_every_shell_corpus_case_with_the_exact_contract_output() {
         if SKIP.iter().any(|(s, _)| *s == id) {
             continue;
         }
-        let policy = write(
-            dir.path(),
-            &format!("case{i}.toml"),
-            &format!(
-                "default = \"{}\"\nallow = {}\ndeny = {}\nask = {}\n",
-                case["default"].as_str().unwrap(),
-                list(&case["allow"]),
-                list(&case["deny"]),
-                list(&case["ask"]),
-            ),
-        );
+        let policy = super::shell::case_policy(dir.path(), i, case);
         let command = case["command"].as_str().unwrap();
         let out = hook(
             &policy,

@@ -165,21 +165,10 @@ fn the_shell_corpus_decides_the_same_through_codex_and_gemini() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/shell/cases.jsonl"),
     )
     .unwrap();
-    let list = |v: &Value| serde_json::to_string(v.as_array().unwrap()).unwrap();
     let mut failures = Vec::new();
     for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
         let case: Value = serde_json::from_str(line).unwrap();
-        let policy = write(
-            dir.path(),
-            &format!("case{i}.toml"),
-            &format!(
-                "default = \"{}\"\nallow = {}\ndeny = {}\nask = {}\n",
-                case["default"].as_str().unwrap(),
-                list(&case["allow"]),
-                list(&case["deny"]),
-                list(&case["ask"]),
-            ),
-        );
+        let policy = super::shell::case_policy(dir.path(), i, &case);
         let command = case["command"].as_str().unwrap();
         let cwd = dir.path().to_str().unwrap();
         let codex = json!({"session_id": "s", "turn_id": "1", "transcript_path": null, "cwd": cwd,

@@ -26,6 +26,21 @@ fn toml_list(v: &Value) -> String {
     serde_json::to_string(v.as_array().unwrap()).unwrap()
 }
 
+/// Writes shell corpus case `case` (the `i`th) as a policy file in `dir`; returns its path.
+pub(super) fn case_policy(dir: &std::path::Path, i: usize, case: &Value) -> String {
+    write(
+        dir,
+        &format!("case{i}.toml"),
+        &format!(
+            "default = \"{}\"\nallow = {}\ndeny = {}\nask = {}\n",
+            case["default"].as_str().unwrap(),
+            toml_list(&case["allow"]),
+            toml_list(&case["deny"]),
+            toml_list(&case["ask"]),
+        ),
+    )
+}
+
 #[test]
 fn every_shell_corpus_case_through_check() {
     let dir = tempfile::tempdir().unwrap();
@@ -38,17 +53,7 @@ fn every_shell_corpus_case_through_check() {
             eprintln!("skipped {id}: {why}");
             continue;
         }
-        let policy = write(
-            dir.path(),
-            &format!("case{i}.toml"),
-            &format!(
-                "default = \"{}\"\nallow = {}\ndeny = {}\nask = {}\n",
-                case["default"].as_str().unwrap(),
-                toml_list(&case["allow"]),
-                toml_list(&case["deny"]),
-                toml_list(&case["ask"]),
-            ),
-        );
+        let policy = case_policy(dir.path(), i, case);
         let call = json!({"tool": "bash", "args": {"command": case["command"]}});
         let calls = write(dir.path(), &format!("case{i}.jsonl"), &format!("{call}\n"));
         let out = warden(
