@@ -28,7 +28,8 @@ pub struct Config {
     pub callable: ItemPath,
     /// The callable trait's invoke method.
     pub invoke: String,
-    /// Features of executor crates that a normal or build dependency must never enable.
+    /// Features that a normal or build dependency must never enable, on an executor crate or on
+    /// any workspace crate that declares them.
     pub test_only_features: BTreeSet<String>,
     /// Packages allowed `unsafe` code and exempt from `#![forbid(unsafe_code)]`.
     pub unsafe_allowed: BTreeSet<String>,

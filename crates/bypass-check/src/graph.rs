@@ -1,5 +1,6 @@
 //! The crate-graph rules, from `cargo metadata`: layering, unlayered crates and test-only
-//! features reaching a normal build through feature unification.
+//! features (of the executors and of every workspace crate) reaching a normal build through
+//! feature unification.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -155,14 +156,22 @@ pub(crate) fn check(
     Ok(counts)
 }
 
-/// Features that are, or transitively enable, a test-only feature of an executor crate.
+/// Features that are, or transitively enable, a test-only feature of a workspace or executor
+/// crate.
 fn tainted_features(
     members: &BTreeMap<&str, Member<'_>>,
     config: &Config,
 ) -> HashMap<String, BTreeSet<String>> {
     let mut tainted: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for executor in &config.executors {
-        tainted.insert(executor.clone(), config.test_only_features.clone());
+    // The executors may come from a registry (a downstream workspace), the members are the
+    // workspace's own crates (warden-evidence's `test-util` and `fault-injection`).
+    let owners = config
+        .executors
+        .iter()
+        .map(String::as_str)
+        .chain(members.keys().copied());
+    for owner in owners {
+        tainted.insert(owner.to_owned(), config.test_only_features.clone());
     }
     loop {
         let mut changed = false;
@@ -239,9 +248,8 @@ fn check_test_only_features(
                 member.manifest.feature_line("default"),
                 BypassRule::TestOnlyFeature,
                 format!(
-                    "the default features of {name} enable a test-only feature of an executor \
-                     crate (boundary.test-only-features: {}); every normal dependent would \
-                     enable it",
+                    "the default features of {name} enable a test-only feature \
+                     (boundary.test-only-features: {}); every normal dependent would enable it",
                     listed(&config.test_only_features)
                 ),
             ));
@@ -251,19 +259,18 @@ fn check_test_only_features(
                 continue;
             };
             for feature in dep.features.iter().filter(|f| set.contains(*f)) {
-                let what = if config.test_only_features.contains(feature)
-                    && config.executors.contains(dep.name.as_str())
-                {
+                let what = if !config.test_only_features.contains(feature) {
+                    format!(
+                        "feature `{feature}` of {}, which enables a test-only feature",
+                        dep.name
+                    )
+                } else if config.executors.contains(dep.name.as_str()) {
                     format!(
                         "test-only feature `{feature}` of executor crate {}",
                         dep.name
                     )
                 } else {
-                    format!(
-                        "feature `{feature}` of {}, which enables a test-only feature of an \
-                         executor crate",
-                        dep.name
-                    )
+                    format!("test-only feature `{feature}` of {}", dep.name)
                 };
                 out.push(member.violation(
                     root,

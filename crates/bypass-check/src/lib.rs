@@ -14,8 +14,8 @@
 //!   the trait in scope, macro bodies, `build.rs`, `#[path]` modules and `include!`d files);
 //! - **raw transports** are never re-exported; **`unsafe`** appears only in allowed crates, and
 //!   every other crate root carries `#![forbid(unsafe_code)]`;
-//! - **feature unification**: no normal or build dependency can turn on an executor's test-only
-//!   feature.
+//! - **feature unification**: no normal or build dependency can turn on a test-only feature of
+//!   an executor or of any workspace crate.
 //!
 //! The configuration is the workspace's `[workspace.metadata.warden]` table ([`Config`]); the
 //! result is a [`BypassReport`] whose `Display` is the tool's output (`path:line: rule: explanation`).

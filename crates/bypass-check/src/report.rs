@@ -24,7 +24,7 @@ pub enum BypassRule {
     UnsafeCode,
     /// A crate root outside the crates allowed `unsafe` lacks `#![forbid(unsafe_code)]`.
     MissingForbidUnsafe,
-    /// A test-only feature of an executor crate can be enabled in a normal build.
+    /// A test-only feature (of an executor or a workspace crate) can be enabled in a normal build.
     TestOnlyFeature,
 }
 

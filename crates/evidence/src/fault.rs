@@ -9,7 +9,14 @@
 //! - `error`: make the operation at that point fail, as an I/O error would.
 //!
 //! Without the feature every point is an inline no-op returning `Ok(())`; the variable is never
-//! read.
+//! read. The `test-util` feature adds the crash harness that arms these points in a child
+//! process (`crate::test_util`).
+
+/// The variable that arms a point: `<point>[@<n>][:<action>]`.
+pub const VAR: &str = "WARDEN_EVIDENCE_FAULT";
+
+/// The variable naming the file a `hang` point appends its name to before it blocks.
+pub const MARKER_VAR: &str = "WARDEN_EVIDENCE_FAULT_MARKER";
 
 /// Every fault point, in the order an operation meets them (docs/evidence.md).
 pub const POINTS: [&str; 7] = [
@@ -48,7 +55,7 @@ mod imp {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let slot = guard.get_or_insert_with(|| {
-            let spec = std::env::var("WARDEN_EVIDENCE_FAULT").ok()?;
+            let spec = std::env::var(super::VAR).ok()?;
             let (rest, action) = match spec.split_once(':') {
                 Some((r, a)) => (r.to_owned(), a.to_owned()),
                 None => (spec.clone(), "hang".to_owned()),
@@ -81,7 +88,7 @@ mod imp {
         if error {
             return Err(Injected(point));
         }
-        if let Ok(marker) = std::env::var("WARDEN_EVIDENCE_FAULT_MARKER")
+        if let Ok(marker) = std::env::var(super::MARKER_VAR)
             && let Ok(mut f) = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

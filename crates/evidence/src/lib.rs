@@ -71,6 +71,8 @@ mod sqlite;
 #[cfg(feature = "sqlite")]
 mod sqlite_projection;
 mod store;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 mod verify;
 
 pub use certificate::{

@@ -218,3 +218,72 @@ fn a_feature_forwarding_a_test_only_feature_is_followed() {
             .contains("feature `testing` of warden-tools")
     );
 }
+
+/// The fixture with warden-evidence declaring a crash harness (`test-util`) that turns on its
+/// fault points (`fault-injection`), and `boundary.test-only-features` set to `listed`.
+fn with_evidence_test_features(listed: &str) -> Fixture {
+    Fixture::base()
+        .append(
+            "crates/evidence/Cargo.toml",
+            "\n[features]\nfault-injection = []\ntest-util = [\"fault-injection\"]\n",
+        )
+        .replace(
+            "Cargo.toml",
+            "test-only-features = [\"test-util\"]",
+            &format!("test-only-features = {listed}"),
+        )
+}
+
+#[test]
+fn a_normal_dependency_enabling_a_test_only_feature_of_any_workspace_crate_is_a_violation() {
+    // Not only the executors: warden-evidence's test-util is as test-only as the executor's.
+    let base = with_evidence_test_features("[\"test-util\", \"fault-injection\"]");
+    base.assert_violations(&[]);
+    for feature in ["test-util", "fault-injection"] {
+        let entry = format!("warden-evidence = {{ workspace = true, features = [\"{feature}\"] }}");
+        let fixture = base.clone().replace(
+            "crates/cli/Cargo.toml",
+            "warden-evidence.workspace = true",
+            &entry,
+        );
+        let line = line_of(fixture.get("crates/cli/Cargo.toml"), &entry);
+        let report = fixture.assert_violations(&[(
+            "crates/cli/Cargo.toml",
+            line,
+            BypassRule::TestOnlyFeature,
+        )]);
+        assert!(
+            report.violations[0]
+                .explanation
+                .contains(&format!("test-only feature `{feature}` of warden-evidence")),
+            "{report}"
+        );
+    }
+    // As a dev-dependency it is what the crash tests do.
+    base.append(
+        "crates/cli/Cargo.toml",
+        "\n[dev-dependencies]\nwarden-evidence = { workspace = true, features = [\"test-util\"] }\n",
+    )
+    .assert_violations(&[]);
+}
+
+#[test]
+fn a_workspace_crate_feature_turning_on_its_own_test_only_feature_is_followed() {
+    // Only `fault-injection` is listed; `test-util` turns it on, so enabling `test-util` is
+    // enabling it.
+    let entry = "warden-evidence = { workspace = true, features = [\"test-util\"] }";
+    let fixture = with_evidence_test_features("[\"fault-injection\"]").replace(
+        "crates/cli/Cargo.toml",
+        "warden-evidence.workspace = true",
+        entry,
+    );
+    let line = line_of(fixture.get("crates/cli/Cargo.toml"), entry);
+    let report =
+        fixture.assert_violations(&[("crates/cli/Cargo.toml", line, BypassRule::TestOnlyFeature)]);
+    assert!(
+        report.violations[0]
+            .explanation
+            .contains("feature `test-util` of warden-evidence, which enables a test-only feature"),
+        "{report}"
+    );
+}

@@ -5,39 +5,29 @@
 //! the same request (same idempotency key). Afterwards the chain verifies, the projection
 //! converges, and the callable ran at most once.
 
-use std::io::Write as _;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 use warden_contracts::*;
 use warden_evidence::payload::{CloseDisposition, GateLevel, GateVerdict};
+use warden_evidence::test_util::{Action, Case, CrashHarness, child, record_effect};
 use warden_evidence::*;
 
 use crate::support::*;
 
 const CHAIN: &str = "crash";
 
-/// The child's work; does nothing unless `WARDEN_CRASH_CHILD` is set.
+/// The shared harness (warden_evidence::test_util), re-invoking `crash_child` below.
+const HARNESS: CrashHarness = CrashHarness::new("crash::crash_child");
+
+/// The child's work; does nothing unless the harness started this process as a child.
 #[test]
 fn crash_child() {
-    let Ok(dir) = std::env::var("WARDEN_CRASH_DIR") else {
-        return;
-    };
-    let dir = Path::new(&dir);
-    let outcome = block_on(child(dir));
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("child.log"))
-        .unwrap();
-    writeln!(log, "{outcome}").unwrap();
+    child(|dir| block_on(run_child(dir)));
 }
 
-async fn child(dir: &Path) -> String {
+async fn run_child(dir: &Path) -> String {
     let store: Arc<dyn GovernedStore> =
         Arc::new(SqliteStore::open(dir.join("evidence.db")).unwrap());
     let chain = ChainId::new(CHAIN).unwrap();
@@ -72,13 +62,7 @@ async fn child(dir: &Path) -> String {
                 Ok(Authorization::Permitted(p)) => match p.begin().await {
                     Err(e) => format!("pre-call failure: call_executed={}", e.call_executed()),
                     Ok(call) => {
-                        let mut f = std::fs::OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(dir.join("effects.txt"))
-                            .unwrap();
-                        writeln!(f, "ran").unwrap();
-                        f.sync_all().unwrap();
+                        record_effect(dir);
                         match call.completed(&json!({"ok": true})).await {
                             Ok(_) => "completed".into(),
                             Err(e) => {
@@ -106,74 +90,22 @@ async fn child(dir: &Path) -> String {
     format!("{outcome}; projection {}", projected.is_ok())
 }
 
-fn spawn(dir: &Path, fault: Option<&str>) -> std::process::Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "crash::crash_child",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("WARDEN_CRASH_DIR", dir)
-    .env("WARDEN_EVIDENCE_FAULT_MARKER", dir.join("marker"))
-    .env_remove("WARDEN_EVIDENCE_FAULT")
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    if let Some(f) = fault {
-        cmd.env("WARDEN_EVIDENCE_FAULT", f);
-    }
-    cmd.spawn().unwrap()
-}
-
-fn effects(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("effects.txt"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-/// Runs one case; returns the directory, the callable's runs before the restart, and the log.
-fn case(point: &str, nth: u32, action: &str) -> (tempfile::TempDir, usize, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let spec = format!("{point}@{nth}:{action}");
-    let mut child = spawn(dir.path(), Some(&spec));
-    if action == "hang" {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let reached = std::fs::read_to_string(dir.path().join("marker")).unwrap_or_default();
-            if reached.lines().any(|l| l == point) {
-                break;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("{spec}: the child exited ({status}) without reaching the point");
-            }
-            assert!(Instant::now() < deadline, "{spec}: never reached");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "{spec}: killed by SIGKILL");
-    } else {
-        let status = child.wait().unwrap();
-        assert!(status.success(), "{spec}: {status}");
-    }
-    let first = effects(dir.path());
-    assert!(first <= 1, "{spec}: ran {first} times before the restart");
-    // Restart.
-    let status = spawn(dir.path(), None).wait().unwrap();
-    assert!(status.success(), "{spec}: the restarted child failed");
-    let log = std::fs::read_to_string(dir.path().join("child.log")).unwrap_or_default();
-    // The chain verifies; the callable ran at most once, and not again after the restart.
-    let path = dir.path().join("evidence.db");
+/// Runs one case through the harness (a child hit at `point@nth`, then a restart; the callable
+/// ran at most once), then checks what must hold after any crash.
+fn case(point: &str, nth: u32, action: Action) -> Case {
+    let c = HARNESS.run(point, nth, action);
+    let (spec, log) = (&c.spec, &c.log);
+    // The chain verifies (the harness checked the callable ran at most once, and not again after
+    // the restart).
+    let path = c.path().join("evidence.db");
     let reader = SqliteReader::open(&path).unwrap();
     let chain = ChainId::new(CHAIN).unwrap();
     let report = reader.verify(&chain, &Expected::Nothing).unwrap();
     assert!(report.result.valid, "{spec}: {:?}", report.failure);
-    assert!(effects(dir.path()) <= 1, "{spec}: the callable ran twice");
-    assert!(effects(dir.path()) >= first);
     // The projection converges to the projection of the whole chain.
     let records = reader.read(&chain, None, usize::MAX).unwrap();
     drop(reader);
-    let mut target = SqliteProjection::open(dir.path().join("projection.db")).unwrap();
+    let mut target = SqliteProjection::open(c.path().join("projection.db")).unwrap();
     block_on(async {
         let store = SqliteStore::open(&path).unwrap();
         let again = Projector::default()
@@ -195,7 +127,7 @@ fn case(point: &str, nth: u32, action: &str) -> (tempfile::TempDir, usize, Strin
     let last = records.last().unwrap();
     assert_eq!(last.record_type, RecordType::TaskClosed, "{spec}: {log}");
     certify_records(&chain, &records, &head_of(last), Timestamp(1)).unwrap();
-    (dir, first, log)
+    c
 }
 
 #[test]
@@ -220,7 +152,7 @@ fn a_child_killed_at_every_fault_point_recovers_without_repeating_the_call() {
         );
     }
     for (point, nth) in cases {
-        let (dir, _, log) = case(point, nth, "hang");
+        let c = case(point, nth, Action::Hang);
         // Appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate, 5 terminal, 6 close.
         // Killed once the call ran: it ran once. Killed before operation_started was durable:
         // the restart's retry is the first attempt and runs it once. Killed between the start
@@ -232,9 +164,10 @@ fn a_child_killed_at_every_fault_point_recovers_without_repeating_the_call() {
             _ => false,
         };
         assert_eq!(
-            effects(dir.path()),
+            c.effects(),
             usize::from(!started_not_called),
-            "{point}@{nth}: {log}"
+            "{point}@{nth}: {}",
+            c.log
         );
     }
 }
@@ -245,22 +178,29 @@ fn injected_append_failures_before_the_call_prevent_it_after_it_never_retry() {
     // leaves the callable unreachable; a failed commit of the terminal reports call_executed =
     // true.
     for n in 1..=4 {
-        let (_dir, first, log) = case("store.before_commit", n, "error");
-        assert_eq!(first, 0, "append {n}: {log}");
+        let c = case("store.before_commit", n, Action::Error);
+        assert_eq!(c.before, 0, "append {n}: {}", c.log);
         assert!(
-            log.lines().next().unwrap().contains("call_executed=false"),
-            "append {n}: {log}"
+            c.log
+                .lines()
+                .next()
+                .unwrap()
+                .contains("call_executed=false"),
+            "append {n}: {}",
+            c.log
         );
     }
-    let (dir, first, log) = case("store.before_commit", 5, "error");
-    assert_eq!((first, effects(dir.path())), (1, 1));
+    let c = case("store.before_commit", 5, Action::Error);
+    assert_eq!((c.before, c.effects()), (1, 1));
     assert!(
-        log.lines()
+        c.log
+            .lines()
             .next()
             .unwrap()
             .contains("post-call failure: call_executed=true"),
-        "{log}"
+        "{}",
+        c.log
     );
-    let (dir, first, log) = case("governed.before_invoke", 1, "error");
-    assert_eq!((first, effects(dir.path())), (0, 0), "{log}");
+    let c = case("governed.before_invoke", 1, Action::Error);
+    assert_eq!((c.before, c.effects()), (0, 0), "{}", c.log);
 }

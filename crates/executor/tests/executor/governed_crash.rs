@@ -11,12 +11,10 @@
 //! call, never when it came in between (recovery closes the operation and the retry replays it).
 
 use std::io::Write as _;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use warden_evidence::payload::CloseDisposition;
+use warden_evidence::test_util::{Action, Case, CrashHarness, child, record_effect};
 use warden_evidence::{
     Expected, GovernedStore, ProjectionTarget, Projector, SqliteProjection, SqliteReader,
     SqliteStore, certify_records, fault, head_of, project_from_scratch, record_type_str,
@@ -27,10 +25,13 @@ use super::*;
 const CHAIN: &str = "crash";
 const EFFECT_POLICY: &str = "default = \"deny\"\nallow = [\"effect\"]\n";
 
-/// The callable: one line in `effects.txt` per run, durable before it returns.
+/// The shared harness (warden_evidence::test_util), re-invoking `child_process` below.
+const HARNESS: CrashHarness = CrashHarness::new("governed_crash::child_process");
+
+/// The callable: one line in the case's `effects.txt` per run, durable before it returns.
 struct Effect {
     descriptor: ActionDescriptor,
-    file: std::path::PathBuf,
+    dir: std::path::PathBuf,
 }
 
 #[async_trait]
@@ -39,13 +40,7 @@ impl Tool for Effect {
         &self.descriptor
     }
     async fn invoke(&self, _: InvocationToken, _: Value) -> Result<Value, ToolError> {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.file)
-            .unwrap();
-        writeln!(f, "ran").unwrap();
-        f.sync_all().unwrap();
+        record_effect(&self.dir);
         Ok(json!({"ok": true}))
     }
 }
@@ -59,23 +54,13 @@ fn line(o: &ExecutionOutcome) -> String {
     format!("{} call_executed={call}", o.status())
 }
 
-/// The child's work; does nothing unless `WARDEN_EXEC_CRASH_DIR` is set.
+/// The child's work; does nothing unless the harness started this process as a child.
 #[test]
 fn child_process() {
-    let Ok(dir) = std::env::var("WARDEN_EXEC_CRASH_DIR") else {
-        return;
-    };
-    let dir = Path::new(&dir);
-    let outcome = rt().block_on(child(dir));
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("child.log"))
-        .unwrap();
-    writeln!(log, "{outcome}").unwrap();
+    child(|dir| rt().block_on(run_child(dir)));
 }
 
-async fn child(dir: &Path) -> String {
+async fn run_child(dir: &Path) -> String {
     let sqlite = Arc::new(SqliteStore::open(dir.join("evidence.db")).unwrap());
     let store: Arc<dyn GovernedStore> = sqlite.clone();
     let chain = ChainId::new(CHAIN).unwrap();
@@ -113,7 +98,7 @@ async fn child(dir: &Path) -> String {
     registry
         .register(Arc::new(Effect {
             descriptor: ActionDescriptor::new("effect", "1", ActionSource::Builtin {}).unwrap(),
-            file: dir.join("effects.txt"),
+            dir: dir.to_path_buf(),
         }))
         .unwrap();
     let executor = ActionExecutor::builder(registry)
@@ -154,94 +139,31 @@ async fn child(dir: &Path) -> String {
     )
 }
 
-// The test re-invokes its own binary as the child to crash: a test process, not an effect.
-#[allow(clippy::disallowed_methods)]
-fn spawn(dir: &Path, fault: Option<&str>) -> std::process::Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "governed_crash::child_process",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("WARDEN_EXEC_CRASH_DIR", dir)
-    .env("WARDEN_EVIDENCE_FAULT_MARKER", dir.join("marker"))
-    .env_remove("WARDEN_EVIDENCE_FAULT")
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    if let Some(f) = fault {
-        cmd.env("WARDEN_EVIDENCE_FAULT", f);
-    }
-    cmd.spawn().unwrap()
-}
-
-fn effects(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("effects.txt"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-struct Case {
-    dir: tempfile::TempDir,
-    /// The callable's runs before the restart.
-    before: usize,
-    /// The children's result lines (first run, restart).
-    log: String,
-    /// The terminal types start-up recovery appended.
-    recovered: Vec<String>,
-}
-
-/// Runs one case: a child hit at `point@nth` (`hang`: SIGKILLed there; `error`: the point
-/// fails), then a restarted child; checks what must hold after any crash.
-fn case(point: &str, nth: u32, action: &str) -> Case {
-    let dir = tempfile::tempdir().unwrap();
-    let spec = format!("{point}@{nth}:{action}");
-    let mut child = spawn(dir.path(), Some(&spec));
-    if action == "hang" {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let reached = std::fs::read_to_string(dir.path().join("marker")).unwrap_or_default();
-            if reached.lines().any(|l| l == point) {
-                break;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("{spec}: the child exited ({status}) without reaching the point");
-            }
-            assert!(Instant::now() < deadline, "{spec}: never reached");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "{spec}: killed by SIGKILL");
-    } else {
-        let status = child.wait().unwrap();
-        assert!(status.success(), "{spec}: {status}");
-    }
-    let before = effects(dir.path());
-    assert!(before <= 1, "{spec}: ran {before} times before the restart");
-    // Restart.
-    let status = spawn(dir.path(), None).wait().unwrap();
-    assert!(status.success(), "{spec}: the restarted child failed");
-    let log = std::fs::read_to_string(dir.path().join("child.log")).unwrap_or_default();
-    let recovered = std::fs::read_to_string(dir.path().join("recovered.log"))
+/// The terminal types the restarted child's start-up recovery appended.
+fn recovered(c: &Case) -> Vec<String> {
+    std::fs::read_to_string(c.path().join("recovered.log"))
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)
-        .collect();
-    // The chain verifies; the callable never ran again after the restart.
-    let path = dir.path().join("evidence.db");
+        .collect()
+}
+
+/// Runs one case through the harness: a child hit at `point@nth` (`Hang`: SIGKILLed there;
+/// `Error`: the point fails), then a restarted child (the callable ran at most once, and never
+/// again after the restart); checks what must hold after any crash.
+fn case(point: &str, nth: u32, action: Action) -> Case {
+    let c = HARNESS.run(point, nth, action);
+    let (spec, log) = (&c.spec, &c.log);
+    // The chain verifies.
+    let path = c.path().join("evidence.db");
     let reader = SqliteReader::open(&path).unwrap();
     let chain = ChainId::new(CHAIN).unwrap();
     let report = reader.verify(&chain, &Expected::Nothing).unwrap();
     assert!(report.result.valid, "{spec}: {:?}", report.failure);
-    assert!(
-        effects(dir.path()) <= 1,
-        "{spec}: the callable ran twice: {log}"
-    );
     // The projection converges to the projection of the whole chain.
     let records = reader.read(&chain, None, usize::MAX).unwrap();
     drop(reader);
-    let mut target = SqliteProjection::open(dir.path().join("projection.db")).unwrap();
+    let mut target = SqliteProjection::open(c.path().join("projection.db")).unwrap();
     rt().block_on(async {
         let store = SqliteStore::open(&path).unwrap();
         let again = Projector::default()
@@ -264,12 +186,7 @@ fn case(point: &str, nth: u32, action: &str) -> Case {
     assert_eq!(last.record_type, RecordType::TaskClosed, "{spec}: {log}");
     certify_records(&chain, &records, &head_of(last), Timestamp(1))
         .unwrap_or_else(|e| panic!("{spec}: {e:?}"));
-    Case {
-        dir,
-        before,
-        log,
-        recovered,
-    }
+    c
 }
 
 #[test]
@@ -294,7 +211,7 @@ fn a_governed_executor_killed_at_every_fault_point_recovers_without_repeating_th
         );
     }
     for (point, nth) in cases {
-        let c = case(point, nth, "hang");
+        let c = case(point, nth, Action::Hang);
         // Durable `operation_started` (append 3) and no durable terminal yet, call not begun:
         // recovery closes the operation, the retry replays it, the callable never runs.
         let started_not_called = match point {
@@ -304,7 +221,7 @@ fn a_governed_executor_killed_at_every_fault_point_recovers_without_repeating_th
             _ => false,
         };
         assert_eq!(
-            effects(c.dir.path()),
+            c.effects(),
             usize::from(!started_not_called),
             "{point}@{nth}: {}",
             c.log
@@ -326,7 +243,7 @@ fn a_governed_executor_killed_at_every_fault_point_recovers_without_repeating_th
         } else {
             vec![]
         };
-        assert_eq!(c.recovered, want, "{point}@{nth}: {}", c.log);
+        assert_eq!(recovered(&c), want, "{point}@{nth}: {}", c.log);
         if started_not_called || call_may_have_begun {
             let restarted = c.log.lines().last().unwrap_or_default();
             assert!(
@@ -344,7 +261,7 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
     // pre-call append leaves the callable unreachable (call_executed = false); a failed terminal
     // commit reports call_executed = true, and the restart never runs it again.
     for n in 1..=5 {
-        let c = case("store.before_commit", n, "error");
+        let c = case("store.before_commit", n, Action::Error);
         assert_eq!(c.before, 0, "append {n}: {}", c.log);
         let first = c.log.lines().next().unwrap();
         assert!(
@@ -356,10 +273,10 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
         // Otherwise the first run closed its boundary after the refused call (an operation
         // already started was closed as denied), and the restart runs nothing.
         let total = usize::from(n == 1);
-        assert_eq!(effects(c.dir.path()), total, "append {n}: {}", c.log);
+        assert_eq!(c.effects(), total, "append {n}: {}", c.log);
     }
     for (point, nth) in [("store.before_commit", 6), ("governed.after_invoke", 1)] {
-        let c = case(point, nth, "error");
+        let c = case(point, nth, Action::Error);
         let first = c.log.lines().next().unwrap();
         assert!(
             first.starts_with("failed call_executed=true")
@@ -367,15 +284,10 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
             "{point}: {}",
             c.log
         );
-        assert_eq!(
-            (c.before, effects(c.dir.path())),
-            (1, 1),
-            "{point}: {}",
-            c.log
-        );
-        assert_eq!(c.recovered, ["external_result_ambiguous"], "{point}");
+        assert_eq!((c.before, c.effects()), (1, 1), "{point}: {}", c.log);
+        assert_eq!(recovered(&c), ["external_result_ambiguous"], "{point}");
     }
-    let c = case("governed.before_invoke", 1, "error");
+    let c = case("governed.before_invoke", 1, Action::Error);
     assert!(
         c.log
             .lines()
@@ -385,7 +297,7 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
         "{}",
         c.log
     );
-    assert_eq!((c.before, effects(c.dir.path())), (0, 0), "{}", c.log);
+    assert_eq!((c.before, c.effects()), (0, 0), "{}", c.log);
 }
 
 #[test]
@@ -393,7 +305,7 @@ fn a_pre_call_append_stored_but_unacknowledged_never_runs_the_call_and_the_run_c
     // `governed.after_append` failing (`error`): the record is stored, then its append fails.
     // Appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate guard.tool, 5 gate policy.
     for n in 1..=5 {
-        let c = case("governed.after_append", n, "error");
+        let c = case("governed.after_append", n, Action::Error);
         let first = c.log.lines().next().unwrap();
         assert_eq!(c.before, 0, "append {n}: {}", c.log);
         if n == 1 {
@@ -403,7 +315,7 @@ fn a_pre_call_append_stored_but_unacknowledged_never_runs_the_call_and_the_run_c
                 "{}",
                 c.log
             );
-            assert_eq!(effects(c.dir.path()), 1, "{}", c.log);
+            assert_eq!(c.effects(), 1, "{}", c.log);
             continue;
         }
         assert!(
@@ -414,9 +326,10 @@ fn a_pre_call_append_stored_but_unacknowledged_never_runs_the_call_and_the_run_c
         );
         // The first run closed its operation itself (nothing was left for recovery) and then
         // its boundary; the call never ran, before or after the restart.
-        assert!(c.recovered.is_empty(), "append {n}: {:?}", c.recovered);
-        assert_eq!(effects(c.dir.path()), 0, "append {n}: {}", c.log);
-        let reader = SqliteReader::open(c.dir.path().join("evidence.db")).unwrap();
+        let recovered = recovered(&c);
+        assert!(recovered.is_empty(), "append {n}: {recovered:?}");
+        assert_eq!(c.effects(), 0, "append {n}: {}", c.log);
+        let reader = SqliteReader::open(c.path().join("evidence.db")).unwrap();
         let records = reader
             .read(&ChainId::new(CHAIN).unwrap(), None, usize::MAX)
             .unwrap();
