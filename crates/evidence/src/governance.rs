@@ -849,13 +849,10 @@ impl GovernedRecorder {
                 .map_err(|e| lost(fail(e)))?;
             lock(&inner.state).next = head.map_or(0, |h| h.sequence + 1);
         }
-        // Prepared before the recorder's lock (the payload's check, canonical text and digest,
-        // and as much of the chain hash as the store can take): concurrent operations of one
-        // boundary prepare in parallel; only the sequence and sealing are serial. So the time
-        // is read before the record has its sequence, and two concurrent operations' records
-        // can be a few microseconds out of time order.
+        // The time is read before the record has its sequence, so two concurrent operations'
+        // records can be a few microseconds out of time order.
         let b = &inner.binding;
-        let prepared = inner.store.prepare_typed(TypedAppend {
+        let append = TypedAppend {
             chain_id: b.chain_id.clone(),
             operation_id: operation_id.cloned(),
             policy_id: b.policy.policy_id.clone(),
@@ -863,7 +860,7 @@ impl GovernedRecorder {
             payload,
             supersedes_record_id: supersedes,
             created_at: inner.clock.now(),
-        });
+        };
         let (pending, sequence) = {
             let mut st = lock(&inner.state);
             if st.closed {
@@ -873,7 +870,7 @@ impl GovernedRecorder {
             }
             let sequence = st.next;
             st.next += 1;
-            (inner.store.append_prepared(prepared, sequence), sequence)
+            (inner.store.append_typed(append, sequence), sequence)
         };
         match pending.await {
             Ok(receipt) => match fault::point("governed.after_append") {

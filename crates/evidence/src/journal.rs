@@ -206,7 +206,7 @@ impl JournalAppend {
 pub(crate) fn prepare_journal(entry: &JournalAppend) -> Result<Prepared, EvidenceError> {
     validate(entry.record_type, &entry.payload)
         .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
-    Prepared::new(&entry.fields(), &entry.payload)
+    Prepared::of_value(&entry.payload)
 }
 
 /// Builds the journal record an append becomes on `head`.
@@ -214,8 +214,8 @@ pub fn seal_journal(
     entry: &JournalAppend,
     head: Option<&ChainHead>,
 ) -> Result<JournalRecord, EvidenceError> {
-    let mut prepared = prepare_journal(entry);
+    let prepared = prepare_journal(entry);
     let a = entry.fields();
-    let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), head)?;
+    let seal = record::seal_on(&a, prepared.as_ref(), head)?;
     Ok(seal.into_record(&a, entry.record_type, prepared?))
 }

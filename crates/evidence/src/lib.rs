@@ -101,7 +101,7 @@ pub use projection::{
     ProjectionError, ProjectionReport, ProjectionTarget, Projector, RunState, project_from_scratch,
 };
 pub use record::{
-    Family, Fields, Record, RecordKind, canonical_json, chain_hash, hash_input, head_of,
+    COLUMNS, Family, Fields, Record, RecordKind, chain_hash, hash_input, head_of,
     parse_record_type, receipt_of, record_id_for, record_type_str, reseal, seal,
 };
 #[cfg(feature = "sqlite")]
@@ -111,9 +111,7 @@ pub use sqlite::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite_projection::SqliteProjection;
-pub use store::{
-    AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend, TypedAppend,
-};
+pub use store::{AppendFuture, GovernedStore, JournalStore, OperationRef, TypedAppend};
 pub use verify::{
     ChainRecord, ChainTracker, Expected, FailureDetail, Lifecycle, OpenOperation, Report,
     verify_records,

@@ -1,164 +1,44 @@
-//! The in-memory store: the reference backend (and the fastest), nothing durable.
+//! The in-memory store: the plain reference backend, nothing durable.
+//!
+//! One lock over the whole store, a list of records per chain, a map per index: what every
+//! backend must do, written the obvious way, so that the SQLite store's conformance tests have a
+//! reference to agree with.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
-use foldhash::HashMap;
 use warden_contracts::{
     AppendReceipt, ApprovalId, ChainHead, ChainId, Digest, EvidenceAppend, EvidenceError,
-    EvidenceRecord, EvidenceStore, HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,
-    VerificationResult,
+    EvidenceRecord, EvidenceStore, VerificationResult,
 };
 
-use crate::facts::HasFacts;
 use crate::journal::{self, JournalAppend, JournalRecord};
-use crate::record::{self, AppendFields, Family, Prefix, PrefixState, Prepared};
-use crate::store::{
-    self, AppendFuture, GovernedStore, JournalStore, OperationRef, PreparedAppend, TypedAppend,
-};
+use crate::record::{self, AppendFields, Family, PreparedEvidence};
+use crate::store::{self, AppendFuture, GovernedStore, JournalStore, OperationRef, TypedAppend};
 use crate::verify::{self, ChainTracker, Expected, Report, View};
 
+/// One chain: its records and the tracker that checked them.
 #[derive(Debug)]
-struct Chain {
-    records: Chunked<Stored>,
-    /// Each run of records with the same policy id and version, its pair once.
-    policies: Vec<(String, String)>,
-    /// Each run of records of the same operation, its id once.
-    operations: Vec<OperationId>,
+struct Chain<R> {
+    records: Vec<R>,
     tracker: ChainTracker,
 }
 
-/// A stored evidence record, without what its place in the chain implies (its id, its chain,
-/// its predecessor's hash, the hash algorithm) and with its policy and operation as indexes
-/// into its chain's lists: [`Chain::record`] rebuilds the full record, equal to what
-/// [`record::seal`] returns. Nothing in it is shared (no reference counts to touch on an
-/// append).
-#[derive(Debug)]
-struct Stored {
-    record_type: RecordType,
-    /// Index into [`Chain::operations`].
-    operation: Option<usize>,
-    /// Index into [`Chain::policies`].
-    policy: usize,
-    payload_json: String,
-    /// The payload digest's and the chain hash's bytes (their text is written when the record
-    /// is read).
-    payload_digest: [u8; 32],
-    chain_hash: [u8; 32],
-    supersedes_record_id: Option<RecordId>,
-    created_at: Timestamp,
-}
-
-/// Records per chunk of a chain's list.
-const CHUNK: usize = 4096;
-
-/// A list that grows a chunk at a time: appending to a long chain never copies its records (a
-/// `Vec` doubling under the chain's lock copies them all while every appender of the chain
-/// waits).
-#[derive(Debug)]
-struct Chunked<T> {
-    chunks: Vec<Vec<T>>,
-    len: usize,
-}
-
-impl<T> Chunked<T> {
-    fn new() -> Self {
+impl<R> Chain<R> {
+    fn new(family: Family, chain_id: &ChainId) -> Self {
         Self {
-            chunks: Vec::new(),
-            len: 0,
+            records: Vec::new(),
+            tracker: ChainTracker::new(family, chain_id.clone()),
         }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
-    }
-
-    fn push(&mut self, value: T) {
-        match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < CHUNK => chunk.push(value),
-            _ => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(value);
-                self.chunks.push(chunk);
-            }
-        }
-        self.len += 1;
     }
 }
 
-impl Chain {
-    /// Records from index `start`, at most `limit`, rebuilt.
-    fn records(&self, chain_id: &ChainId, start: usize, limit: usize) -> Vec<EvidenceRecord> {
-        let end = start.saturating_add(limit).min(self.records.len());
-        let mut out = Vec::with_capacity(end.saturating_sub(start));
-        let mut previous = start
-            .checked_sub(1)
-            .and_then(|p| self.records.get(p))
-            .map(|p| Digest::from_hash_bytes(&p.chain_hash));
-        for i in start..end {
-            let Some(r) = self.records.get(i) else { break };
-            let chain_hash = Digest::from_hash_bytes(&r.chain_hash);
-            if let Ok(record) =
-                self.record(r, chain_id, i as u64, previous.take(), chain_hash.clone())
-            {
-                out.push(record);
-            }
-            previous = Some(chain_hash);
-        }
-        out
-    }
-
-    /// The full record of `r`, at `sequence`.
-    fn record(
-        &self,
-        r: &Stored,
-        chain_id: &ChainId,
-        sequence: u64,
-        previous_chain_hash: Option<Digest>,
-        chain_hash: Digest,
-    ) -> Result<EvidenceRecord, EvidenceError> {
-        let missing =
-            || record::invalid("a stored record names a policy or operation its chain lacks");
-        let (policy_id, policy_version) = self.policies.get(r.policy).ok_or_else(missing)?.clone();
-        let operation_id = match r.operation {
-            Some(i) => Some(self.operations.get(i).ok_or_else(missing)?.clone()),
-            None => None,
-        };
-        Ok(EvidenceRecord {
-            record_id: record::record_id_for(Family::Evidence, chain_id, sequence)?,
-            record_type: r.record_type,
-            chain_id: chain_id.clone(),
-            operation_id,
-            sequence,
-            policy_id,
-            policy_version,
-            payload_json: r.payload_json.clone(),
-            payload_digest: Digest::from_hash_bytes(&r.payload_digest),
-            previous_chain_hash,
-            chain_hash,
-            supersedes_record_id: r.supersedes_record_id.clone(),
-            created_at: r.created_at,
-            hash_algorithm: HASH_ALGORITHM.to_owned(),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct Journal {
-    records: Vec<JournalRecord>,
-    tracker: ChainTracker,
-}
-
-/// The indexes every chain's appends check and fill.
+/// Everything the store holds, behind its one lock.
 #[derive(Debug, Default)]
-struct Indexes {
+struct State {
+    evidence: BTreeMap<ChainId, Chain<EvidenceRecord>>,
+    journals: BTreeMap<ChainId, Chain<JournalRecord>>,
     idempotency: HashMap<Digest, OperationRef>,
     approvals: HashMap<ApprovalId, OperationRef>,
     /// Each record-id prefix and the one chain whose records it starts (bound by its first
@@ -166,7 +46,7 @@ struct Indexes {
     record_ids: HashMap<(Family, [u8; 16]), ChainId>,
 }
 
-impl Indexes {
+impl State {
     /// Binds `chain`'s record-id prefix to it, refusing a chain whose record ids another
     /// chain's already start with.
     fn claim_record_ids(&mut self, family: Family, chain: &ChainId) -> Result<(), EvidenceError> {
@@ -182,14 +62,80 @@ impl Indexes {
             }
         }
     }
+
+    /// Appends an evidence record: sealed on its chain's head, checked by the chain's tracker
+    /// and the indexes, then stored. Nothing changes unless every check passes.
+    fn append(
+        &mut self,
+        entry: &EvidenceAppend,
+        prepared: Result<PreparedEvidence, EvidenceError>,
+    ) -> Result<AppendReceipt, EvidenceError> {
+        let a = AppendFields::evidence(entry);
+        let chain = self.evidence.get(&entry.chain_id).map(|c| &c.tracker);
+        let head = chain.and_then(ChainTracker::head);
+        let seal = record::seal_on(&a, prepared.as_ref().map(|p| &p.payload), head)?;
+        let PreparedEvidence { payload, facts } = prepared?;
+        let facts = facts.as_str();
+        let view = View {
+            fields: seal.fields(&a, &payload),
+            record_id: &seal.record_id,
+            record_type: entry.record_type,
+            operation_id: entry.operation_id.as_ref(),
+            supersedes_record_id: entry.supersedes_record_id.as_ref(),
+        };
+        let empty;
+        let tracker = match chain {
+            Some(tracker) => tracker,
+            None => {
+                empty = ChainTracker::new(Family::Evidence, entry.chain_id.clone());
+                &empty
+            }
+        };
+        let pending = tracker
+            .check_sealed(&view, facts)
+            .map_err(|f| store::refused(&f))?;
+        let index = store::index_entries(&facts);
+        if let Some(key) = &index.idempotency_key_digest
+            && let Some(existing) = self.idempotency.get(key)
+        {
+            return Err(store::duplicate_key(existing));
+        }
+        if let Some(approval) = &index.approval_id
+            && let Some(existing) = self.approvals.get(approval)
+        {
+            return Err(store::approval_used(existing));
+        }
+        if seal.sequence == 0 {
+            self.claim_record_ids(Family::Evidence, &entry.chain_id)?;
+        }
+        if let Some(op) = store::operation_ref(
+            &entry.chain_id,
+            entry.operation_id.as_ref(),
+            seal.record_id.as_str(),
+            seal.sequence,
+        ) {
+            if let Some(key) = index.idempotency_key_digest {
+                self.idempotency.insert(key, op.clone());
+            }
+            if let Some(approval) = index.approval_id {
+                self.approvals.insert(approval, op);
+            }
+        }
+        let chain = self
+            .evidence
+            .entry(entry.chain_id.clone())
+            .or_insert_with(|| Chain::new(Family::Evidence, &entry.chain_id));
+        chain.tracker.apply(&view, &seal.chain_hash, pending);
+        let receipt = seal.receipt(&entry.chain_id);
+        chain
+            .records
+            .push(seal.into_record(&a, entry.record_type, payload).into());
+        Ok(receipt)
+    }
 }
 
 /// Evidence in memory. Appends are checked exactly as the SQLite store checks them; nothing
 /// survives the process.
-///
-/// Each chain has its own lock, so appenders of different chains (concurrent tasks) append in
-/// parallel; an append's payload check, canonical text and most of its hashing happen before it
-/// takes its chain's lock. Locks are taken in one order: the chain map, a chain, the indexes.
 ///
 /// ```
 /// use warden_evidence::{MemoryStore, TaskBoundary};
@@ -199,11 +145,7 @@ impl Indexes {
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    /// Each chain's state in its own allocation, so appenders of neighbouring chains do not
-    /// write to the same cache lines.
-    chains: RwLock<BTreeMap<ChainId, Box<Mutex<Chain>>>>,
-    journals: Mutex<BTreeMap<ChainId, Journal>>,
-    indexes: Mutex<Indexes>,
+    state: Mutex<State>,
 }
 
 /// Locks `m`. A panic while holding a lock cannot leave a half-appended record (a record is
@@ -218,192 +160,10 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Runs `f` on the chain, created empty if it does not exist.
-    fn with_chain<T>(&self, chain_id: &ChainId, f: impl FnOnce(&mut Chain) -> T) -> T {
-        {
-            let chains = self.chains.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(chain) = chains.get(chain_id) {
-                return f(&mut lock(chain));
-            }
-        }
-        let mut chains = self.chains.write().unwrap_or_else(PoisonError::into_inner);
-        let chain = chains.entry(chain_id.clone()).or_insert_with(|| {
-            Box::new(Mutex::new(Chain {
-                records: Chunked::new(),
-                policies: Vec::new(),
-                operations: Vec::new(),
-                tracker: ChainTracker::new(Family::Evidence, chain_id.clone()),
-            }))
-        });
-        f(chain.get_mut().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Runs `f` on the chain if it exists.
-    fn read_chain<T>(&self, chain_id: &ChainId, f: impl FnOnce(&Chain) -> T) -> Option<T> {
-        let chains = self.chains.read().unwrap_or_else(PoisonError::into_inner);
-        chains.get(chain_id).map(|chain| f(&lock(chain)))
-    }
-
     /// Appends one record (synchronously).
     pub fn append_sync(&self, entry: &EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
-        // One hasher per thread, reused from append to append.
-        record::with_hasher(|hasher| self.append_with(entry, hasher))
-    }
-
-    fn append_with(
-        &self,
-        entry: &EvidenceAppend,
-        hasher: &mut blake3::Hasher,
-    ) -> Result<AppendReceipt, EvidenceError> {
-        // The payload's schema check and canonical form do not depend on the chain: outside the
-        // lock.
-        let prepared = record::prepare_evidence_with(entry, hasher);
-        self.with_chain(&entry.chain_id, |chain| {
-            self.append_to(chain, entry, prepared)
-        })
-    }
-
-    /// Appends an append prepared by [`GovernedStore::prepare`] at `expected_sequence`
-    /// (synchronously): only sealing and the chain's checks hold the chain's lock.
-    ///
-    /// ```
-    /// use serde_json::json;
-    /// use warden_contracts::{ChainId, Digest, EvidenceAppend, RecordType, Timestamp};
-    /// use warden_evidence::{Expected, GovernedStore, MemoryStore};
-    ///
-    /// let store = MemoryStore::new();
-    /// let snapshot = r#"{"default":"ask","id":"p","version":"1"}"#;
-    /// let genesis = EvidenceAppend {
-    ///     chain_id: ChainId::new("task-1").unwrap(),
-    ///     record_type: RecordType::PolicyBound,
-    ///     operation_id: None,
-    ///     expected_sequence: 0, // ignored by `prepare`: the sequence is given when appending
-    ///     policy_id: "p".into(),
-    ///     policy_version: "1".into(),
-    ///     payload: json!({"task_boundary_id": "task-1",
-    ///                     "policy_digest": Digest::of_bytes(snapshot.as_bytes()),
-    ///                     "snapshot_json": snapshot}),
-    ///     supersedes_record_id: None,
-    ///     created_at: Timestamp(1),
-    /// };
-    /// // Outside whatever lock orders the chain's appends:
-    /// let prepared = store.prepare(genesis);
-    /// // Under it, at the sequence it assigns:
-    /// let receipt = store.append_prepared_sync(prepared, 0).unwrap();
-    /// assert_eq!(receipt.sequence, 0);
-    /// assert!(store.verify_sync(&receipt.chain_id, &Expected::Nothing).result.valid);
-    /// ```
-    pub fn append_prepared_sync(
-        &self,
-        append: PreparedAppend,
-        expected_sequence: u64,
-    ) -> Result<AppendReceipt, EvidenceError> {
-        self.append_placed(append, expected_sequence).0
-    }
-
-    /// Appends a prepared append at `expected_sequence`; also returns what is left of it, for
-    /// the caller to free where it chooses.
-    fn append_placed(
-        &self,
-        append: PreparedAppend,
-        expected_sequence: u64,
-    ) -> (Result<AppendReceipt, EvidenceError>, EvidenceAppend) {
-        let (entry, prepared) = append.place(expected_sequence);
-        let result = self.with_chain(&entry.chain_id, |chain| {
-            self.append_to(chain, &entry, prepared)
-        });
-        (result, entry)
-    }
-
-    /// The part of an append that holds its chain's lock.
-    fn append_to<H: PrefixState, F: HasFacts>(
-        &self,
-        chain: &mut Chain,
-        entry: &EvidenceAppend,
-        mut prepared: Result<(Prepared<H>, F), EvidenceError>,
-    ) -> Result<AppendReceipt, EvidenceError> {
-        let a = AppendFields::evidence(entry);
-        let seal = record::seal_on(
-            &a,
-            prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
-            chain.tracker.head(),
-        )?;
-        let (payload, checked) = prepared?;
-        let facts = checked.facts();
-        let view = View {
-            fields: seal.fields(&a, &payload),
-            record_id: &payload.record_id,
-            record_type: entry.record_type,
-            operation_id: entry.operation_id.as_ref(),
-            supersedes_record_id: entry.supersedes_record_id.as_ref(),
-        };
-        let index = store::index_entries(&facts);
-        let pending = chain
-            .tracker
-            .check_sealed(&view, facts)
-            .map_err(|f| store::refused(&f))?;
-        if seal.sequence == 0 {
-            lock(&self.indexes).claim_record_ids(Family::Evidence, &entry.chain_id)?;
-        }
-        if !index.is_empty() {
-            let mut indexes = lock(&self.indexes);
-            if let Some(key) = &index.idempotency_key_digest
-                && let Some(existing) = indexes.idempotency.get(key)
-            {
-                return Err(store::duplicate_key(existing));
-            }
-            if let Some(approval) = &index.approval_id
-                && let Some(existing) = indexes.approvals.get(approval)
-            {
-                return Err(store::approval_used(existing));
-            }
-            if let Some(op) = store::operation_ref(
-                &entry.chain_id,
-                entry.operation_id.as_ref(),
-                view.fields.record_id,
-                seal.sequence,
-            ) {
-                if let Some(key) = index.idempotency_key_digest {
-                    indexes.idempotency.insert(key, op.clone());
-                }
-                if let Some(approval) = index.approval_id {
-                    indexes.approvals.insert(approval, op);
-                }
-            }
-        }
-        chain.tracker.apply(&view, &seal.chain_hash, pending);
-        let policy = match chain.policies.last() {
-            Some((id, version)) if *id == entry.policy_id && *version == entry.policy_version => {
-                chain.policies.len() - 1
-            }
-            _ => {
-                chain
-                    .policies
-                    .push((entry.policy_id.clone(), entry.policy_version.clone()));
-                chain.policies.len() - 1
-            }
-        };
-        let operation = match (chain.operations.last(), &entry.operation_id) {
-            (_, None) => None,
-            (Some(last), Some(op)) if last == op => Some(chain.operations.len() - 1),
-            (_, Some(op)) => {
-                chain.operations.push(op.clone());
-                Some(chain.operations.len() - 1)
-            }
-        };
-        let chain_hash = seal.hash;
-        let receipt = seal.into_receipt(&entry.chain_id, payload.record_id);
-        chain.records.push(Stored {
-            record_type: entry.record_type,
-            operation,
-            policy,
-            payload_json: payload.json,
-            payload_digest: *payload.digest.hash(),
-            chain_hash,
-            supersedes_record_id: entry.supersedes_record_id.clone(),
-            created_at: entry.created_at,
-        });
-        Ok(receipt)
+        let prepared = record::prepare_parsed(entry);
+        lock(&self.state).append(entry, prepared)
     }
 
     /// Records of a chain after `after_sequence`, at most `limit`.
@@ -416,24 +176,24 @@ impl MemoryStore {
         let start = after_sequence.map_or(0, |s| {
             usize::try_from(s.saturating_add(1)).unwrap_or(usize::MAX)
         });
-        self.read_chain(chain, |c| c.records(chain, start, limit))
+        lock(&self.state)
+            .evidence
+            .get(chain)
+            .map(|c| c.records.iter().skip(start).take(limit).cloned().collect())
             .unwrap_or_default()
     }
 
     /// The chain's head.
     pub fn head_sync(&self, chain: &ChainId) -> Option<ChainHead> {
-        self.read_chain(chain, |c| c.tracker.head().cloned())
-            .flatten()
+        lock(&self.state)
+            .evidence
+            .get(chain)
+            .and_then(|c| c.tracker.head().cloned())
     }
 
     /// Every evidence chain id, sorted.
     pub fn chain_ids(&self) -> Vec<ChainId> {
-        self.chains
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        lock(&self.state).evidence.keys().cloned().collect()
     }
 
     /// Verifies a chain with the full report.
@@ -455,7 +215,7 @@ impl EvidenceStore for MemoryStore {
     fn append<'life0, 'async_trait>(
         &'life0 self,
         entry: EvidenceAppend,
-    ) -> Pin<Box<dyn Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'async_trait>>
+    ) -> AppendFuture<'async_trait>
     where
         'life0: 'async_trait,
         Self: 'async_trait,
@@ -490,23 +250,11 @@ impl EvidenceStore for MemoryStore {
 
 #[async_trait]
 impl GovernedStore for MemoryStore {
-    /// Prepares on the caller's thread, the prefix of the chain hash already hashed.
-    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
-        PreparedAppend::new(entry, Prefix::hashed())
-    }
-
-    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
-        PreparedAppend::typed(append, Prefix::hashed())
-    }
-
-    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
-        let (result, entry) = self.append_placed(append, expected_sequence);
-        // What is left of the append is freed when the future is awaited: after the caller's
-        // lock (the recorder's), not under it.
-        Box::pin(async move {
-            drop(entry);
-            result
-        })
+    fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        let (entry, payload) = append.split(expected_sequence);
+        let prepared = record::prepare_typed(entry.record_type, &payload);
+        let result = lock(&self.state).append(&entry, prepared);
+        Box::pin(async move { result })
     }
 
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
@@ -517,14 +265,14 @@ impl GovernedStore for MemoryStore {
         &self,
         key_digest: &Digest,
     ) -> Result<Option<OperationRef>, EvidenceError> {
-        Ok(lock(&self.indexes).idempotency.get(key_digest).cloned())
+        Ok(lock(&self.state).idempotency.get(key_digest).cloned())
     }
 
     async fn find_approval_use(
         &self,
         approval_id: &ApprovalId,
     ) -> Result<Option<OperationRef>, EvidenceError> {
-        Ok(lock(&self.indexes).approvals.get(approval_id).cloned())
+        Ok(lock(&self.state).approvals.get(approval_id).cloned())
     }
 
     async fn verify_report(
@@ -538,26 +286,28 @@ impl GovernedStore for MemoryStore {
 
 impl JournalStore for MemoryStore {
     fn append_journal(&self, entry: JournalAppend) -> Result<AppendReceipt, EvidenceError> {
-        let mut prepared = journal::prepare_journal(&entry);
-        let mut journals = lock(&self.journals);
-        let j = journals
-            .entry(entry.chain_id.clone())
-            .or_insert_with(|| Journal {
-                records: Vec::new(),
-                tracker: ChainTracker::new(Family::Journal, entry.chain_id.clone()),
-            });
+        let prepared = journal::prepare_journal(&entry);
+        let mut state = lock(&self.state);
         let a = entry.fields();
-        let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), j.tracker.head())?;
+        let head = state
+            .journals
+            .get(&entry.chain_id)
+            .and_then(|j| j.tracker.head());
+        let seal = record::seal_on(&a, prepared.as_ref(), head)?;
         let payload = prepared?;
+        if seal.sequence == 0 {
+            state.claim_record_ids(Family::Journal, &entry.chain_id)?;
+        }
+        let j = state
+            .journals
+            .entry(entry.chain_id.clone())
+            .or_insert_with(|| Chain::new(Family::Journal, &entry.chain_id));
         let fields = seal.fields(&a, &payload);
         j.tracker
             .check_sealed_journal(&fields)
             .map_err(|f| store::refused(&f))?;
-        if seal.sequence == 0 {
-            lock(&self.indexes).claim_record_ids(Family::Journal, &entry.chain_id)?;
-        }
         j.tracker.accept_sealed_journal(&fields, &seal.chain_hash);
-        let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
+        let receipt = seal.receipt(&entry.chain_id);
         j.records
             .push(seal.into_record(&a, entry.record_type, payload));
         Ok(receipt)
@@ -572,20 +322,22 @@ impl JournalStore for MemoryStore {
         let start = after_sequence.map_or(0, |s| {
             usize::try_from(s.saturating_add(1)).unwrap_or(usize::MAX)
         });
-        Ok(lock(&self.journals)
+        Ok(lock(&self.state)
+            .journals
             .get(chain)
             .map(|j| j.records.iter().skip(start).take(limit).cloned().collect())
             .unwrap_or_default())
     }
 
     fn journal_head(&self, chain: &ChainId) -> Result<Option<ChainHead>, EvidenceError> {
-        Ok(lock(&self.journals)
+        Ok(lock(&self.state)
+            .journals
             .get(chain)
             .and_then(|j| j.tracker.head().cloned()))
     }
 
     fn journal_chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
-        Ok(lock(&self.journals).keys().cloned().collect())
+        Ok(lock(&self.state).journals.keys().cloned().collect())
     }
 
     fn verify_journal(
@@ -608,7 +360,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use serde_json::json;
-    use warden_contracts::Timestamp;
+    use warden_contracts::{RecordType, Timestamp};
 
     use super::*;
 
@@ -637,7 +389,7 @@ mod tests {
         let store = MemoryStore::new();
         let victim = ChainId::new("victim").unwrap();
         let prefix = record::record_id_prefix(Family::Evidence, victim.as_str());
-        lock(&store.indexes).record_ids.insert(
+        lock(&store.state).record_ids.insert(
             (Family::Evidence, prefix),
             ChainId::new("squatter").unwrap(),
         );
@@ -651,7 +403,7 @@ mod tests {
         store.append_sync(&genesis("bystander")).unwrap();
         // The same chain binds its own prefix once: its later records append.
         assert!(
-            lock(&store.indexes)
+            lock(&store.state)
                 .claim_record_ids(Family::Evidence, &ChainId::new("bystander").unwrap())
                 .is_ok()
         );

@@ -447,7 +447,9 @@ impl Projector {
                         r.sequence == s + 1 && r.previous_chain_hash.as_ref() == Some(h)
                     }
                 };
-                if !linked || record::chain_hash(&Fields::of(r)) != r.chain_hash {
+                if !linked
+                    || record::chain_hash(&Fields::of(r)).ok().as_ref() != Some(&r.chain_hash)
+                {
                     return Err(ProjectionError::Broken {
                         chain_id: chain.clone(),
                         sequence: r.sequence,

@@ -49,12 +49,9 @@ use warden_contracts::{
 use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
-use crate::record::{
-    self, AppendFields, Family, Prefix, Prepared, PreparedEvidence, Record, RecordKind,
-};
+use crate::record::{self, AppendFields, Family, Prepared, PreparedEvidence, Record, RecordKind};
 use crate::store::{
-    self, AppendFuture, GovernedStore, IndexEntries, JournalStore, OperationRef, PreparedAppend,
-    TypedAppend,
+    self, AppendFuture, GovernedStore, IndexEntries, JournalStore, OperationRef, TypedAppend,
 };
 use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
 
@@ -85,48 +82,6 @@ CREATE TABLE IF NOT EXISTS chains (
 ";
 
 const SCHEMA: &str = r"
-CREATE TABLE records (
-    record_id TEXT NOT NULL,
-    record_type TEXT NOT NULL,
-    chain_id TEXT NOT NULL,
-    operation_id TEXT,
-    sequence INTEGER NOT NULL,
-    policy_id TEXT NOT NULL,
-    policy_version TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    payload_digest TEXT NOT NULL,
-    previous_chain_hash TEXT,
-    chain_hash TEXT NOT NULL,
-    supersedes_record_id TEXT,
-    created_at INTEGER NOT NULL,
-    hash_algorithm TEXT NOT NULL,
-    PRIMARY KEY (chain_id, sequence)
-);
-CREATE TRIGGER records_no_update BEFORE UPDATE ON records
-    BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
-CREATE TRIGGER records_no_delete BEFORE DELETE ON records
-    BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
-CREATE TABLE journal (
-    record_id TEXT NOT NULL,
-    record_type TEXT NOT NULL,
-    chain_id TEXT NOT NULL,
-    operation_id TEXT,
-    sequence INTEGER NOT NULL,
-    policy_id TEXT NOT NULL,
-    policy_version TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    payload_digest TEXT NOT NULL,
-    previous_chain_hash TEXT,
-    chain_hash TEXT NOT NULL,
-    supersedes_record_id TEXT,
-    created_at INTEGER NOT NULL,
-    hash_algorithm TEXT NOT NULL,
-    PRIMARY KEY (chain_id, sequence)
-);
-CREATE TRIGGER journal_no_update BEFORE UPDATE ON journal
-    BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
-CREATE TRIGGER journal_no_delete BEFORE DELETE ON journal
-    BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
 CREATE TABLE idempotency_keys (
     key_digest TEXT PRIMARY KEY,
     chain_id TEXT NOT NULL,
@@ -192,13 +147,37 @@ CREATE TABLE projection_conflicts (
 );
 ";
 
-/// The record columns, in the order of `record::Fields` (one per record field: the contract).
-macro_rules! columns {
-    () => {
-        "record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, \
-         payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, \
-         created_at, hash_algorithm"
-    };
+/// The record columns, written from [`record::COLUMNS`], the one list of a record's fields.
+fn columns() -> String {
+    record::COLUMNS.join(", ")
+}
+
+/// The SQL type of a record column: the two counters are integers, the three optional fields
+/// may be null.
+fn column_type(column: &str) -> &'static str {
+    match column {
+        "sequence" | "created_at" => "INTEGER NOT NULL",
+        "operation_id" | "previous_chain_hash" | "supersedes_record_id" => "TEXT",
+        _ => "TEXT NOT NULL",
+    }
+}
+
+/// The definition of a family's record table (one column per record field, keyed by chain and
+/// sequence) and the triggers that make it append-only.
+fn record_table(family: Family) -> String {
+    let table = table_of(family);
+    let columns: String = record::COLUMNS
+        .iter()
+        .map(|c| format!("    {c} {},\n", column_type(c)))
+        .collect();
+    let what = family.as_str();
+    format!(
+        "CREATE TABLE {table} (\n{columns}    PRIMARY KEY (chain_id, sequence)\n);\n\
+         CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n    \
+         BEGIN SELECT RAISE(ABORT, '{what} records are append-only'); END;\n\
+         CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}\n    \
+         BEGIN SELECT RAISE(ABORT, '{what} records are append-only'); END;\n"
+    )
 }
 
 /// How many rows one insert statement writes: a group commit's records go in by the
@@ -207,7 +186,7 @@ macro_rules! columns {
 /// rows no longer fit SQLite's per-connection lookaside memory, and binding then allocates.
 const ROWS_PER_INSERT: usize = 8;
 /// Bound parameters per row: one per record field.
-const FIELDS_PER_ROW: usize = 14;
+const FIELDS_PER_ROW: usize = record::COLUMNS.len();
 
 /// The insert statement of `rows` rows into `table` (the same text every time, so the
 /// connection's statement cache finds it prepared).
@@ -217,7 +196,7 @@ const FIELDS_PER_ROW: usize = 14;
 /// With SQLite's default (`ABORT`) a statement of several rows must be able to undo itself, so
 /// SQLite keeps a statement journal in a temporary file for it, which wrote ~7 KB per record.
 fn insert_sql(table: &str, rows: usize) -> String {
-    let mut sql = format!("INSERT OR FAIL INTO {table} ({}) VALUES ", columns!());
+    let mut sql = format!("INSERT OR FAIL INTO {table} ({}) VALUES ", columns());
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
@@ -282,21 +261,20 @@ impl Default for SqliteOptions {
 /// appender's thread (`Err`: refused, reported by the writer after the sequence check); the
 /// append's `payload` value was dropped there too.
 enum JobOp {
-    Evidence(EvidenceAppend, PreparedEvidence),
+    Evidence(EvidenceAppend, Result<PreparedEvidence, EvidenceError>),
     Journal(JournalAppend, Result<Prepared, EvidenceError>),
 }
 
 impl JobOp {
     fn evidence(mut entry: EvidenceAppend) -> Self {
-        let prepared = record::prepare_evidence(&entry)
-            .map(|(prepared, checked)| (prepared, checked.facts().to_owned()));
+        let prepared = record::prepare_parsed(&entry);
         entry.payload = serde_json::Value::Null;
         Self::Evidence(entry, prepared)
     }
 
-    fn prepared(append: PreparedAppend, expected_sequence: u64) -> Self {
-        let (mut entry, prepared) = append.place(expected_sequence);
-        entry.payload = serde_json::Value::Null;
+    fn typed(append: TypedAppend, expected_sequence: u64) -> Self {
+        let (entry, payload) = append.split(expected_sequence);
+        let prepared = record::prepare_typed(entry.record_type, &payload);
         Self::Evidence(entry, prepared)
     }
 
@@ -430,8 +408,10 @@ fn prepare_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
         match check_schema(conn, path)? {
             None => conn
                 .execute_batch(&format!(
-                    "{SCHEMA} {CHAINS} PRAGMA application_id = {APPLICATION_ID}; \
-                     PRAGMA user_version = {SCHEMA_VERSION};"
+                    "{}{}{SCHEMA} {CHAINS} PRAGMA application_id = {APPLICATION_ID}; \
+                     PRAGMA user_version = {SCHEMA_VERSION};",
+                    record_table(Family::Evidence),
+                    record_table(Family::Journal)
                 ))
                 .map_err(sqlite)?,
             Some(version) if version < SCHEMA_VERSION => migrate(conn).map_err(sqlite)?,
@@ -644,16 +624,6 @@ impl SqliteStore {
         }
     }
 
-    /// [`SqliteStore::append_queued`] for an append prepared by [`GovernedStore::prepare`], at
-    /// `expected_sequence`.
-    pub fn append_prepared_queued(
-        &self,
-        append: PreparedAppend,
-        expected_sequence: u64,
-    ) -> impl Future<Output = Result<AppendReceipt, EvidenceError>> + Send + 'static {
-        self.queue(JobOp::prepared(append, expected_sequence))
-    }
-
     /// Appends and blocks until the commit is durable (not from inside an async runtime).
     pub fn append_blocking(&self, entry: EvidenceAppend) -> Result<AppendReceipt, EvidenceError> {
         self.submit(JobOp::evidence(entry))
@@ -783,17 +753,10 @@ impl EvidenceStore for SqliteStore {
 
 #[async_trait]
 impl GovernedStore for SqliteStore {
-    /// Prepares on the caller's thread; the chain hash's prefix is kept as text for the writer.
-    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
-        PreparedAppend::new(entry, Prefix::default())
-    }
-
-    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
-        PreparedAppend::typed(append, Prefix::default())
-    }
-
-    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
-        Box::pin(self.append_prepared_queued(append, expected_sequence))
+    /// Prepares on the caller's thread (the payload's check, canonical text and digest), so the
+    /// writer only seals and writes.
+    fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        Box::pin(self.queue(JobOp::typed(append, expected_sequence)))
     }
 
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
@@ -1215,7 +1178,7 @@ fn for_each_row<R>(
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {} FROM {table} WHERE chain_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
-            columns!()
+            columns()
         ))
         .map_err(|e| db(&e))?;
     let mut rows = stmt
@@ -1963,24 +1926,19 @@ fn append_evidence(
     statements: &mut Statements<'_>,
     trackers: &mut HashMap<ChainId, ChainTracker>,
     entry: EvidenceAppend,
-    prepared: PreparedEvidence,
+    prepared: Result<PreparedEvidence, EvidenceError>,
     fresh: bool,
 ) -> Result<AppendReceipt, Step> {
     let conn = statements.conn;
     let tracker = tracker(conn, trackers, Family::Evidence, &entry.chain_id, fresh)?;
     let a = AppendFields::evidence(&entry);
-    let mut prepared = prepared;
-    let seal = record::seal_on(
-        &a,
-        prepared.as_mut().map(|(p, _)| p).map_err(|e| &*e),
-        tracker.head(),
-    )
-    .map_err(Step::Refused)?;
-    let (payload, facts) = prepared.map_err(Step::Refused)?;
+    let seal = record::seal_on(&a, prepared.as_ref().map(|p| &p.payload), tracker.head())
+        .map_err(Step::Refused)?;
+    let PreparedEvidence { payload, facts } = prepared.map_err(Step::Refused)?;
     let facts = facts.as_str();
     let view = View {
         fields: seal.fields(&a, &payload),
-        record_id: &payload.record_id,
+        record_id: &seal.record_id,
         record_type: entry.record_type,
         operation_id: entry.operation_id.as_ref(),
         supersedes_record_id: entry.supersedes_record_id.as_ref(),
@@ -1992,11 +1950,9 @@ fn append_evidence(
     if seal.sequence == 0 {
         claim_record_ids(conn, Family::Evidence, &entry.chain_id)?;
     }
-    if !index.is_empty() {
-        insert_index_entries(conn, &index, &entry.chain_id, &view)?;
-    }
+    insert_index_entries(conn, &index, &entry.chain_id, &view)?;
     tracker.apply(&view, &seal.chain_hash, pending);
-    let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
+    let receipt = seal.receipt(&entry.chain_id);
     statements
         .push(
             Family::Evidence,
@@ -2020,9 +1976,7 @@ fn append_journal(
     let conn = statements.conn;
     let tracker = tracker(conn, trackers, Family::Journal, &entry.chain_id, fresh)?;
     let a = entry.fields();
-    let mut prepared = prepared;
-    let seal = record::seal_on(&a, prepared.as_mut().map_err(|e| &*e), tracker.head())
-        .map_err(Step::Refused)?;
+    let seal = record::seal_on(&a, prepared.as_ref(), tracker.head()).map_err(Step::Refused)?;
     let payload = prepared.map_err(Step::Refused)?;
     let fields = seal.fields(&a, &payload);
     tracker
@@ -2032,7 +1986,7 @@ fn append_journal(
         claim_record_ids(conn, Family::Journal, &entry.chain_id)?;
     }
     tracker.accept_sealed_journal(&fields, &seal.chain_hash);
-    let receipt = seal.receipt(&entry.chain_id, payload.record_id.clone());
+    let receipt = seal.receipt(&entry.chain_id);
     statements
         .push(
             Family::Journal,
@@ -2055,6 +2009,9 @@ fn insert_index_entries(
     chain_id: &ChainId,
     view: &View<'_>,
 ) -> Result<(), Step> {
+    if index.idempotency_key_digest.is_none() && index.approval_id.is_none() {
+        return Ok(());
+    }
     let Some(op) = store::operation_ref(
         chain_id,
         view.operation_id,

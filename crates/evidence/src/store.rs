@@ -14,7 +14,6 @@ use warden_contracts::{
 use crate::facts::Facts;
 use crate::journal::{JournalAppend, JournalRecord};
 use crate::payload::{self, Payload};
-use crate::record::{self, CanonicalEvidence, Family, Prefix, PreparedEvidence};
 use crate::verify::{Expected, FailureDetail, Report};
 
 /// The `operation_started` record an idempotency key or an approval is bound to.
@@ -40,31 +39,16 @@ pub type AppendFuture<'a> =
 /// carries them, and a second use of either is refused at append ([`EvidenceError::Invalid`]),
 /// so they are exactly as durable as the evidence.
 ///
-/// Appenders that share a chain can split an append in two: [`GovernedStore::prepare`] outside
-/// the lock that orders their appends (the payload's check, canonical text and digest, and for
-/// the in-memory store most of the chain hash), then [`GovernedStore::append_prepared`] under it,
-/// at the sequence the lock assigns. The result is the same record as [`EvidenceStore::append`]
-/// makes; only the serial part is shorter.
+/// An append is made by [`EvidenceStore::append`] with its payload parsed (a JSON value), or by
+/// [`GovernedStore::append_typed`] with it typed (what the recorder makes): the same record
+/// either way, through the store's one append path.
 #[async_trait]
 pub trait GovernedStore: EvidenceStore {
-    /// Prepares an append before it has a place in its chain (its `expected_sequence` is
-    /// ignored). A store without a prepare step defers the work to
-    /// [`GovernedStore::append_prepared`].
-    fn prepare(&self, entry: EvidenceAppend) -> PreparedAppend {
-        PreparedAppend::deferred(entry)
-    }
-    /// [`GovernedStore::prepare`] for an append whose payload is typed (what the recorder
-    /// appends): the same record, without building the payload's `Value`. A store without a
-    /// typed path prepares its value.
-    fn prepare_typed(&self, append: TypedAppend) -> PreparedAppend {
-        self.prepare(append.into_append(0))
-    }
-    /// Appends a prepared append at `expected_sequence`, exactly as [`EvidenceStore::append`]
-    /// appends it: the append is made (queued, for the SQLite store) when this is called, and the
+    /// Appends a typed append at `expected_sequence`: exactly the record
+    /// `append(append.into_append(expected_sequence))` makes, without building the payload's
+    /// value. The append is made (queued, for the SQLite store) when this is called, and the
     /// future resolves once the record is durable.
-    fn append_prepared(&self, append: PreparedAppend, expected_sequence: u64) -> AppendFuture<'_> {
-        self.append(append.into_append(expected_sequence))
-    }
+    fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_>;
     /// Every evidence chain, sorted.
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError>;
     /// The operation an idempotency key (its digest) is bound to.
@@ -86,7 +70,7 @@ pub trait GovernedStore: EvidenceStore {
 }
 
 /// An evidence append whose payload is typed: its record type is the payload's. The recorder
-/// appends these ([`GovernedStore::prepare_typed`]); [`TypedAppend::into_append`] is the plain
+/// appends these ([`GovernedStore::append_typed`]); [`TypedAppend::into_append`] is the plain
 /// append of the same record.
 ///
 /// ```
@@ -135,7 +119,7 @@ impl TypedAppend {
     }
 
     /// Every field but the payload (its value null), and the payload.
-    fn split(self, expected_sequence: u64) -> (EvidenceAppend, Payload) {
+    pub(crate) fn split(self, expected_sequence: u64) -> (EvidenceAppend, Payload) {
         let entry = EvidenceAppend {
             chain_id: self.chain_id,
             record_type: self.payload.record_type(),
@@ -148,111 +132,6 @@ impl TypedAppend {
             created_at: self.created_at,
         };
         (entry, self.payload)
-    }
-}
-
-/// An evidence append prepared before it has its place in its chain
-/// ([`GovernedStore::prepare`]): its payload checked against its type's schema, canonicalized and
-/// digested, and the part of its chain hash that does not depend on the chain's head taken (as
-/// text, or for the in-memory store already hashed). A payload the check refuses is refused when
-/// the append is made, after its sequence is checked, as [`EvidenceStore::append`] refuses it.
-#[derive(Debug)]
-pub struct PreparedAppend {
-    /// The append; its payload value is dropped once it is canonicalized.
-    entry: EvidenceAppend,
-    /// `None`: not prepared (the store prepares it when it is appended).
-    canonical: Option<CanonicalEvidence>,
-}
-
-impl PreparedAppend {
-    /// An append left for the store to prepare when it is appended.
-    ///
-    /// ```
-    /// use serde_json::json;
-    /// use warden_contracts::{ChainId, EvidenceAppend, RecordType, Timestamp};
-    /// use warden_evidence::PreparedAppend;
-    ///
-    /// let entry = EvidenceAppend {
-    ///     chain_id: ChainId::new("task-1").unwrap(),
-    ///     record_type: RecordType::CallableCompleted,
-    ///     operation_id: None,
-    ///     expected_sequence: 0,
-    ///     policy_id: "p".into(),
-    ///     policy_version: "1".into(),
-    ///     payload: json!({"duration_ms": 3}),
-    ///     supersedes_record_id: None,
-    ///     created_at: Timestamp(1),
-    /// };
-    /// let append = PreparedAppend::deferred(entry.clone()).into_append(7);
-    /// assert_eq!(append.expected_sequence, 7);
-    /// assert_eq!(append.payload, entry.payload);
-    /// ```
-    pub fn deferred(entry: EvidenceAppend) -> Self {
-        Self {
-            entry,
-            canonical: None,
-        }
-    }
-
-    /// Prepares `entry`, keeping the hash input's prefix as `prefix` holds it.
-    pub(crate) fn new(mut entry: EvidenceAppend, prefix: Prefix) -> Self {
-        let canonical = record::canonical_evidence(&entry, prefix);
-        if canonical.is_ok() {
-            // The canonical text stands for it from here on (`into_append` parses it back).
-            entry.payload = serde_json::Value::Null;
-        }
-        Self {
-            entry,
-            canonical: Some(canonical),
-        }
-    }
-
-    /// Prepares a typed append ([`record::canonical_typed`]), keeping the hash input's prefix as
-    /// `prefix` holds it. A payload it refuses keeps its value, for `into_append`.
-    pub(crate) fn typed(append: TypedAppend, prefix: Prefix) -> Self {
-        let (mut entry, payload) = append.split(0);
-        let canonical = record::canonical_typed(&entry, &payload, prefix);
-        if canonical.is_err() {
-            entry.payload = payload::to_value(&payload);
-        }
-        Self {
-            entry,
-            canonical: Some(canonical),
-        }
-    }
-
-    /// The plain append at `expected_sequence`, its payload restored (for a store that appends
-    /// it as any other). A payload the store canonicalized comes back parsed from its canonical
-    /// text: the same JSON, so the same record, with its numbers in canonical form (`1.0` as
-    /// `1`).
-    pub fn into_append(self, expected_sequence: u64) -> EvidenceAppend {
-        let mut entry = self.entry;
-        entry.expected_sequence = expected_sequence;
-        if let Some(Ok((canonical, _))) = &self.canonical {
-            // Canonical JSON parses back to the value it was made from; should it not, a null
-            // payload is refused at append (fails closed).
-            entry.payload =
-                record::parse_canonical(&canonical.json).unwrap_or(serde_json::Value::Null);
-        }
-        entry
-    }
-
-    /// The append at `expected_sequence` and its preparation, completed with the record id at
-    /// that sequence (prepared now if it was deferred). The entry's payload value is still there
-    /// when the preparation was deferred or refused it.
-    pub(crate) fn place(self, expected_sequence: u64) -> (EvidenceAppend, PreparedEvidence) {
-        let mut entry = self.entry;
-        entry.expected_sequence = expected_sequence;
-        let prepared = match self.canonical {
-            Some(canonical) => canonical.and_then(|(canonical, facts)| {
-                let id =
-                    record::record_id_for(Family::Evidence, &entry.chain_id, expected_sequence)?;
-                Ok((canonical.place(id), facts))
-            }),
-            None => record::prepare_evidence(&entry)
-                .map(|(prepared, checked)| (prepared, checked.facts().to_owned())),
-        };
-        (entry, prepared)
     }
 }
 
@@ -293,12 +172,6 @@ pub(crate) fn index_entries(facts: &Facts<&str>) -> IndexEntries {
             approval_id: approval_id.and_then(|a| ApprovalId::new(a).ok()),
         },
         _ => IndexEntries::default(),
-    }
-}
-
-impl IndexEntries {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.idempotency_key_digest.is_none() && self.approval_id.is_none()
     }
 }
 

@@ -29,9 +29,9 @@ use warden_contracts::{
     VerificationFailure, VerificationResult,
 };
 
-use crate::facts::{self, Facts};
+use crate::facts::Facts;
 use crate::operation_set::OperationSet;
-use crate::payload::{CloseDisposition, GateLevel, GateVerdict, Label, TerminalCounts};
+use crate::payload::{self, CloseDisposition, GateLevel, GateVerdict, Label, TerminalCounts};
 use crate::record::{self, Family, Fields};
 
 /// What the chain is checked against: a head kept elsewhere.
@@ -390,7 +390,7 @@ impl ChainTracker {
                 }
             }
         }
-        let payload_digest = record::digest_text(f.payload_json.as_bytes());
+        let payload_digest = Digest::of_bytes(f.payload_json.as_bytes());
         if payload_digest.as_str() != f.payload_digest {
             return Err(FailureDetail::at(
                 V::PayloadDigestMismatch,
@@ -402,35 +402,37 @@ impl ChainTracker {
                 ),
             ));
         }
-        let computed = record::chain_hash_text(f);
-        if computed.as_str() != chain_hash.as_str() {
-            return Err(FailureDetail::at(
-                V::ChainHashMismatch,
-                f,
-                format!(
-                    "chain_hash {chain_hash} but the fields hash to {}",
-                    computed.as_str()
-                ),
-            ));
-        }
-        let expected_id = record::record_id_text(self.family, &self.chain_id, f.sequence);
-        if expected_id.as_str() != f.record_id {
-            return Err(FailureDetail::at(
-                V::MalformedRecord,
-                f,
-                format!(
-                    "record id `{}` is not `{}`, the id of sequence {}",
-                    f.record_id,
-                    expected_id.as_str(),
-                    f.sequence
-                ),
-            ));
-        }
         if f.created_at > warden_contracts::canonical::MAX_SAFE_INTEGER {
             return Err(FailureDetail::at(
                 V::MalformedRecord,
                 f,
                 "created_at is out of range",
+            ));
+        }
+        let computed = record::chain_hash(f).map_err(|e| {
+            FailureDetail::at(
+                V::ChainHashMismatch,
+                f,
+                format!("the fields cannot be hashed: {e}"),
+            )
+        })?;
+        if computed != *chain_hash {
+            return Err(FailureDetail::at(
+                V::ChainHashMismatch,
+                f,
+                format!("chain_hash {chain_hash} but the fields hash to {computed}"),
+            ));
+        }
+        let expected_id = record::record_id_for(self.family, &self.chain_id, f.sequence)
+            .map_err(|e| FailureDetail::at(V::MalformedRecord, f, e.to_string()))?;
+        if expected_id.as_str() != f.record_id {
+            return Err(FailureDetail::at(
+                V::MalformedRecord,
+                f,
+                format!(
+                    "record id `{}` is not `{expected_id}`, the id of sequence {}",
+                    f.record_id, f.sequence
+                ),
             ));
         }
         record::parse_canonical(f.payload_json).ok_or_else(|| {
@@ -440,8 +442,8 @@ impl ChainTracker {
 
     /// Step 8 for evidence records.
     fn check_lifecycle(&self, v: &View<'_>, value: &Value) -> Result<Change, FailureDetail> {
-        match facts::check(v.record_type, value) {
-            Ok(checked) => self.check_parsed(v, checked.facts()),
+        match payload::parse(v.record_type, value) {
+            Ok(payload) => self.check_parsed(v, payload.facts()),
             Err(e) => Err(FailureDetail::at(
                 VerificationFailure::InvalidPayload,
                 &v.fields,
@@ -709,10 +711,8 @@ impl ChainTracker {
                 sequence,
                 record_type,
             } => {
-                let target = record::record_id_text(Family::Evidence, &self.chain_id, sequence);
-                if sequence >= f.sequence
-                    || Some(target.as_str()) != r.supersedes_record_id.map(RecordId::as_str)
-                {
+                let target = record::record_id_for(Family::Evidence, &self.chain_id, sequence).ok();
+                if sequence >= f.sequence || target.as_ref() != r.supersedes_record_id {
                     return fail(
                         V::OrphanRecord,
                         "record_superseded must name an earlier record of the chain (id and sequence)".into(),

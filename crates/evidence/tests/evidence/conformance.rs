@@ -630,76 +630,40 @@ async fn standard_appends(chain: &str) -> (Vec<EvidenceAppend>, Vec<EvidenceReco
     (appends, records)
 }
 
-/// An append split in two (prepared before it has a sequence, appended at one) seals exactly the
-/// record a plain append seals, on every backend, whether the store prepared it, left it
-/// deferred or got it from another store; a refused payload is reported after the sequence check, as a plain append reports
-/// it; and the plain append a prepared one stands for is the one it was made from.
+/// A payload its type's schema refuses, appended plainly: a wrong sequence is reported first,
+/// then the payload, and nothing is appended.
 #[test]
-fn prepared_appends_seal_the_records_plain_appends_seal() {
+fn a_refused_payload_is_reported_after_the_sequence_check() {
     each_backend(|b| {
         block_on(async {
             let store = b.store();
-            // Prepared by the store itself, left deferred, and prepared by the in-memory store
-            // (its prefix already hashed) for whichever store appends it.
-            let other = MemoryStore::new();
-            for (chain, how) in [("prep", 0), ("prep-deferred", 1), ("prep-foreign", 2)] {
-                let (appends, sealed) = standard_appends(chain).await;
-                for (e, expected) in appends.iter().zip(&sealed) {
-                    let sequence = e.expected_sequence;
-                    let mut unplaced = e.clone();
-                    unplaced.expected_sequence = 999;
-                    let prepared = match how {
-                        0 => store.prepare(unplaced),
-                        1 => PreparedAppend::deferred(unplaced),
-                        _ => other.prepare(unplaced),
-                    };
-                    let receipt = store.append_prepared(prepared, sequence).await.unwrap();
-                    assert_eq!(receipt, receipt_of(expected), "{} {chain}", b.name());
-                    assert_eq!(
-                        store.prepare(e.clone()).into_append(sequence),
-                        *e,
-                        "{}: the plain append a prepared one stands for",
-                        b.name()
-                    );
-                }
-                let records = all_records(store.as_ref(), chain).await;
-                assert_eq!(records, sealed, "{} {chain}", b.name());
+            let (appends, _) = standard_appends("refused").await;
+            for e in &appends {
+                store.append(e.clone()).await.unwrap();
             }
-            // A payload its type's schema refuses: a wrong sequence is reported first, then the
-            // payload, and nothing is appended.
-            let next = all_records(store.as_ref(), "prep").await.len() as u64;
+            let next = appends.len() as u64;
             let bad = raw(
-                "prep",
+                "refused",
                 next,
                 RecordType::CallableCompleted,
                 Some("op-1"),
                 json!({"result": "raw output"}),
             );
-            let err = store
-                .append_prepared(store.prepare(bad.clone()), 9)
-                .await
-                .unwrap_err();
+            let mut wrong = bad.clone();
+            wrong.expected_sequence = 9;
+            let err = store.append(wrong).await.unwrap_err();
             assert!(
                 matches!(err, EvidenceError::SequenceConflict { expected, got: 9, .. } if expected == next),
                 "{}: {err}",
                 b.name()
             );
-            let err = store
-                .append_prepared(store.prepare(bad.clone()), next)
-                .await
-                .unwrap_err();
+            let err = store.append(bad).await.unwrap_err();
             assert!(
                 err.to_string().contains("callable_completed payload"),
                 "{}: {err}",
                 b.name()
             );
-            assert_eq!(
-                store.prepare(bad.clone()).into_append(next),
-                bad,
-                "{}: a refused payload is kept for a plain append",
-                b.name()
-            );
-            assert_eq!(all_records(store.as_ref(), "prep").await.len() as u64, next);
+            assert_eq!(all_records(store.as_ref(), "refused").await.len() as u64, next);
         });
     });
 }
@@ -718,36 +682,26 @@ fn typed_of(e: &EvidenceAppend) -> TypedAppend {
 }
 
 /// A typed append (what the recorder appends: its payload never becomes a `Value`) seals exactly
-/// the record the plain append of its value seals, on every backend, whichever store prepared
-/// it; a payload its type's rules refuse is refused after the sequence check with the plain
-/// append's error, and keeps its value for a plain append.
+/// the record the plain append of its value seals, on every backend; a payload its type's rules
+/// refuse is refused after the sequence check with the plain append's error.
 #[test]
 fn typed_appends_seal_the_records_their_values_seal() {
     each_backend(|b| {
         block_on(async {
             let store = b.store();
-            let other = MemoryStore::new();
-            for (chain, foreign) in [("typed", false), ("typed-foreign", true)] {
-                let (appends, sealed) = standard_appends(chain).await;
-                for (e, expected) in appends.iter().zip(&sealed) {
-                    let typed = typed_of(e);
-                    assert_eq!(typed.clone().into_append(e.expected_sequence), *e);
-                    let prepared = if foreign {
-                        other.prepare_typed(typed)
-                    } else {
-                        store.prepare_typed(typed)
-                    };
-                    let receipt = store
-                        .append_prepared(prepared, e.expected_sequence)
-                        .await
-                        .unwrap();
-                    assert_eq!(receipt, receipt_of(expected), "{} {chain}", b.name());
-                }
-                let records = all_records(store.as_ref(), chain).await;
-                assert_eq!(records, sealed, "{} {chain}", b.name());
+            let (appends, sealed) = standard_appends("typed").await;
+            for (e, expected) in appends.iter().zip(&sealed) {
+                let typed = typed_of(e);
+                assert_eq!(typed.clone().into_append(e.expected_sequence), *e);
+                let receipt = store
+                    .append_typed(typed, e.expected_sequence)
+                    .await
+                    .unwrap();
+                assert_eq!(receipt, receipt_of(expected), "{}", b.name());
             }
+            let records = all_records(store.as_ref(), "typed").await;
+            assert_eq!(records, sealed, "{}", b.name());
             // `operation_started` with attempt 0: its type's rule, not a field's.
-            let (appends, _) = standard_appends("typed").await;
             let started = appends
                 .iter()
                 .find(|e| e.record_type == RecordType::OperationStarted)
@@ -757,9 +711,9 @@ fn typed_appends_seal_the_records_their_values_seal() {
                 unreachable!()
             };
             p.attempt = 0;
-            let next = all_records(store.as_ref(), "typed").await.len() as u64;
+            let next = records.len() as u64;
             let err = store
-                .append_prepared(store.prepare_typed(bad.clone()), next + 3)
+                .append_typed(bad.clone(), next + 3)
                 .await
                 .unwrap_err();
             assert!(
@@ -767,26 +721,14 @@ fn typed_appends_seal_the_records_their_values_seal() {
                 "{}: {err}",
                 b.name()
             );
-            let typed_err = store
-                .append_prepared(store.prepare_typed(bad.clone()), next)
-                .await
-                .unwrap_err();
-            let plain_err = store
-                .append_prepared(store.prepare(bad.clone().into_append(0)), next)
-                .await
-                .unwrap_err();
+            let typed_err = store.append_typed(bad.clone(), next).await.unwrap_err();
+            let plain_err = store.append(bad.into_append(next)).await.unwrap_err();
             assert_eq!(typed_err.to_string(), plain_err.to_string(), "{}", b.name());
             assert!(
                 typed_err
                     .to_string()
                     .contains("operation_started payload: attempt starts at 1"),
                 "{}: {typed_err}",
-                b.name()
-            );
-            assert_eq!(
-                store.prepare_typed(bad.clone()).into_append(next),
-                bad.into_append(next),
-                "{}: a refused payload is kept for a plain append",
                 b.name()
             );
             assert_eq!(

@@ -335,6 +335,9 @@ impl EvidenceStore for Flaky {
 
 #[async_trait]
 impl GovernedStore for Flaky {
+    fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_> {
+        self.append(append.into_append(expected_sequence))
+    }
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
         self.inner.chains().await
     }
