@@ -131,12 +131,14 @@ impl Provider {
 pub(crate) fn run(cmd: &HookCommand, out: &mut impl Write) -> Result<ExitCode, CliError> {
     match cmd {
         HookCommand::ClaudeCode(a) if a.print_settings => print_settings(a, out),
-        HookCommand::ClaudeCode(a) => Ok(deliver(guarded(|| answer(a), claude_code_block), out)),
+        HookCommand::ClaudeCode(a) => {
+            Ok(deliver(fail_closed(|| answer(a), claude_code_block), out))
+        }
         HookCommand::Codex(a) if a.print_settings => {
             print_provider_settings(a, Provider::Codex, out)
         }
         HookCommand::Codex(a) => Ok(deliver(
-            guarded(
+            fail_closed(
                 || provider_answer(a, Provider::Codex),
                 |r| Provider::Codex.block(r),
             ),
@@ -146,7 +148,7 @@ pub(crate) fn run(cmd: &HookCommand, out: &mut impl Write) -> Result<ExitCode, C
             print_provider_settings(a, Provider::Gemini, out)
         }
         HookCommand::Gemini(a) => Ok(deliver(
-            guarded(
+            fail_closed(
                 || provider_answer(a, Provider::Gemini),
                 |r| Provider::Gemini.block(r),
             ),
@@ -165,7 +167,7 @@ fn claude_code_block(reason: &str) -> Answer {
 }
 
 /// Runs `answer`, turning an error or a panic into the provider's blocking answer.
-fn guarded(
+fn fail_closed(
     answer: impl FnOnce() -> Result<Answer, CliError>,
     block: impl Fn(&str) -> Answer,
 ) -> Answer {

@@ -40,8 +40,10 @@ pub enum ReasonCode {
     UnknownProgram,
     /// The session gate refused.
     GateDenied,
-    /// An intrinsic guard (content, path, size) refused.
+    /// A content guard (the policy's `[guards]`: size, deny patterns, secrets) blocked.
     Guard,
+    /// A precondition (the tool's own argument check, or the composition's) refused.
+    Precondition,
     /// The arguments do not match the tool's schema.
     InvalidArguments,
     /// No action answers to the requested name or version.

@@ -91,7 +91,7 @@ pub enum ExecutionOutcome {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         degradations: Vec<CapabilityEntry>,
     },
-    /// A policy, gate, guard or validation refused the call; nothing ran.
+    /// A policy, gate, guard, precondition or validation refused the call; nothing ran.
     Denied {
         /// The request.
         request_id: RequestId,

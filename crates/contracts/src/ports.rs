@@ -157,8 +157,11 @@ pub enum Stage {
     EvidenceStart,
     /// The session gate.
     SessionGate,
-    /// Intrinsic guards.
-    Guards,
+    /// Preconditions: the tool's own argument check, then the composition's (pure checks
+    /// before any policy). Journals written before the stage had this name call it `guards`,
+    /// which is still read.
+    #[serde(alias = "guards")]
+    Preconditions,
     /// The policy.
     Authorize,
     /// User transforms.

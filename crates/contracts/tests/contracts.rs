@@ -306,7 +306,7 @@ fn context() -> impl Strategy<Value = ExecutionContext> {
         })
 }
 
-const REASON_CODES: [ReasonCode; 18] = [
+const REASON_CODES: [ReasonCode; 19] = [
     ReasonCode::PolicyRule,
     ReasonCode::PolicyDefault,
     ReasonCode::Permission,
@@ -314,6 +314,7 @@ const REASON_CODES: [ReasonCode; 18] = [
     ReasonCode::UnknownProgram,
     ReasonCode::GateDenied,
     ReasonCode::Guard,
+    ReasonCode::Precondition,
     ReasonCode::InvalidArguments,
     ReasonCode::UnknownAction,
     ReasonCode::ContextMismatch,

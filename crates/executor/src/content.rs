@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use warden_policy::{GuardOutcome, GuardSet, PolicySnapshot};
 
-use crate::interceptor::{CallView, HandlerError, Handlers, PostHandler, Scope, Transform};
+use crate::interceptor::{
+    CallView, HandlerError, Handlers, InterceptorScope, PostHandler, Transform,
+};
 
 /// A policy's content guards as executor handlers.
 ///
@@ -47,8 +49,8 @@ impl ContentGuard {
     /// handler on results.
     pub fn install(self: std::sync::Arc<Self>, handlers: Handlers) -> Handlers {
         handlers
-            .transform(Scope::All, self.clone())
-            .post(Scope::All, self)
+            .transform(InterceptorScope::All, self.clone())
+            .post(InterceptorScope::All, self)
     }
 }
 

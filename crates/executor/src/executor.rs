@@ -2,7 +2,7 @@
 //!
 //! The stage order is fixed ([`crate::STAGE_ORDER`], docs/executor.md): resolve → validate →
 //! bind the trusted context → admit (containment preflight, capacity lease) → governed
-//! evidence checkpoint → session gate → intrinsic guards → policy and security hooks → user
+//! evidence checkpoint → session gate → preconditions → policy and security hooks → user
 //! transforms → re-validate → re-authorize → evidence checkpoint → invoke once → post/error
 //! handlers → typed outcome. Each stage is a function of its own in `crate::stages` (one file
 //! per stage); this module holds the executor itself: its state, its public entry points, the

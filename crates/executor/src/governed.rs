@@ -159,7 +159,7 @@ impl Exception {
 /// let report = executor.execute_reported(request, &context, ExecuteOptions::new()).await;
 /// assert!(report.outcome.is_success());
 /// assert_eq!(report.outcome.profile(), RuntimeProfile::Certifiable);
-/// // policy_bound, operation_started, two gates (the tool's guard, the policy), the terminal.
+/// // policy_bound, operation_started, two gates (the tool's precondition, the policy), the terminal.
 /// assert_eq!(report.receipts.len(), 5);
 /// assert_eq!(report.receipts[4].record_type, RecordType::CallableCompleted);
 /// governance.recorder().close(CloseDisposition::Completed).await?;

@@ -1,7 +1,7 @@
 //! The interceptors a plan is compiled from (stages 5–10 and 13 of
-//! docs/design/executor.md#the-stage-plan): the session gate, intrinsic guards, security hooks,
+//! docs/design/executor.md#the-stage-plan): the session gate, preconditions, security hooks,
 //! transforms, post handlers and error handlers, and the [`Handlers`] set that scopes each to
-//! actions.
+//! actions ([`InterceptorScope`]).
 //!
 //! Every interceptor sees a [`CallView`]: borrowed, immutable arguments. A transform or a
 //! security hook that wants other arguments returns a new mapping; nothing can mutate the
@@ -48,25 +48,27 @@ impl HandlerError {
     }
 }
 
-/// The session gate (docs/design/executor.md#session-gate): may this session attempt this action at
-/// all? Runs before guards and policy; `false` or an error denies (`gate_denied`), and `true` never
-/// skips policy.
+/// The session gate (docs/design/executor.md#session-gate): may this session attempt this action
+/// at all? Runs before preconditions and policy; `false` or an error denies (`gate_denied`), and
+/// `true` never skips policy.
 #[async_trait]
 pub trait SessionGate: Send + Sync {
     /// Answers whether the call may proceed to policy.
     async fn authorize(&self, call: &CallView<'_>) -> Result<bool, HandlerError>;
 }
 
-/// An intrinsic guard owned by the executor's composition (size limits, content checks); the
-/// tool's own guard ([`crate::Tool::guard`]) runs first. Pure and synchronous.
-pub trait Guard: Send + Sync {
+/// A precondition owned by the executor's composition (stage `preconditions`: size limits,
+/// argument checks); the tool's own ([`crate::Tool::precondition`]) runs first. Pure and
+/// synchronous. Not to be confused with the policy's `[guards]` (content guards, installed as a
+/// transform and a post handler: [`crate::ContentGuard`]).
+pub trait Precondition: Send + Sync {
     /// Refuses with a message, or accepts.
     fn check(&self, call: &CallView<'_>) -> Result<(), String>;
 }
 
-/// A security hook's answer.
+/// A security hook's answer ([`SecurityHook::check`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum HookVerdict {
+pub enum SecurityVerdict {
     /// No objection, arguments unchanged.
     Pass,
     /// No objection, but run with these arguments instead. In the final pass only an equal
@@ -96,7 +98,7 @@ pub trait SecurityHook: Send + Sync {
     /// The hook's name, cited as the evaluator of its decisions.
     fn name(&self) -> &str;
     /// Judges the call. An error denies.
-    async fn check(&self, call: &CallView<'_>) -> Result<HookVerdict, HandlerError>;
+    async fn check(&self, call: &CallView<'_>) -> Result<SecurityVerdict, HandlerError>;
 }
 
 /// A user transformation (stage `transform`): returns replacement arguments, or `None` to keep
@@ -155,14 +157,14 @@ pub trait ErrorHandler: Send + Sync {
 
 /// Which actions an interceptor applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub enum InterceptorScope {
     /// Every action.
     All,
     /// Only these canonical names.
     Actions(Vec<String>),
 }
 
-impl Scope {
+impl InterceptorScope {
     /// Whether the scope covers the canonical name `action`.
     pub fn covers(&self, action: &str) -> bool {
         match self {
@@ -177,18 +179,18 @@ impl Scope {
 #[derive(Clone, Default)]
 pub struct Handlers {
     pub(crate) gate: Option<Arc<dyn SessionGate>>,
-    pub(crate) guards: Vec<(Scope, Arc<dyn Guard>)>,
-    pub(crate) security: Vec<(Scope, Arc<dyn SecurityHook>, GateLevel)>,
-    pub(crate) transforms: Vec<(Scope, Arc<dyn Transform>)>,
-    pub(crate) post: Vec<(Scope, Arc<dyn PostHandler>)>,
-    pub(crate) on_error: Vec<(Scope, Arc<dyn ErrorHandler>)>,
+    pub(crate) preconditions: Vec<(InterceptorScope, Arc<dyn Precondition>)>,
+    pub(crate) security: Vec<(InterceptorScope, Arc<dyn SecurityHook>, GateLevel)>,
+    pub(crate) transforms: Vec<(InterceptorScope, Arc<dyn Transform>)>,
+    pub(crate) post: Vec<(InterceptorScope, Arc<dyn PostHandler>)>,
+    pub(crate) on_error: Vec<(InterceptorScope, Arc<dyn ErrorHandler>)>,
 }
 
 impl fmt::Debug for Handlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handlers")
             .field("gate", &self.gate.is_some())
-            .field("guards", &self.guards.len())
+            .field("preconditions", &self.preconditions.len())
             .field("security", &self.security.len())
             .field("transforms", &self.transforms.len())
             .field("post", &self.post.len())
@@ -205,8 +207,10 @@ impl Handlers {
         mut self,
         (arguments, results): (crate::ContentGuard, crate::ContentGuard),
     ) -> Self {
-        self.transforms.push((Scope::All, Arc::new(arguments)));
-        self.post.insert(0, (Scope::All, Arc::new(results)));
+        self.transforms
+            .push((InterceptorScope::All, Arc::new(arguments)));
+        self.post
+            .insert(0, (InterceptorScope::All, Arc::new(results)));
         self
     }
 
@@ -219,13 +223,17 @@ impl Handlers {
         self.gate = Some(gate);
         self
     }
-    /// Adds an intrinsic guard.
-    pub fn guard(mut self, scope: Scope, guard: Arc<dyn Guard>) -> Self {
-        self.guards.push((scope, guard));
+    /// Adds a precondition.
+    pub fn precondition(
+        mut self,
+        scope: InterceptorScope,
+        precondition: Arc<dyn Precondition>,
+    ) -> Self {
+        self.preconditions.push((scope, precondition));
         self
     }
     /// Adds a security hook whose denials are final (a `hard` gate).
-    pub fn security(self, scope: Scope, hook: Arc<dyn SecurityHook>) -> Self {
+    pub fn security(self, scope: InterceptorScope, hook: Arc<dyn SecurityHook>) -> Self {
         self.security_at(scope, hook, GateLevel::Hard)
     }
     /// Adds a security hook at a gate level (docs/design/executor.md#gate-levels-and-the-reducer,
@@ -242,7 +250,7 @@ impl Handlers {
     /// or panics denies at every level.
     pub fn security_at(
         mut self,
-        scope: Scope,
+        scope: InterceptorScope,
         hook: Arc<dyn SecurityHook>,
         level: GateLevel,
     ) -> Self {
@@ -250,17 +258,17 @@ impl Handlers {
         self
     }
     /// Adds a transform.
-    pub fn transform(mut self, scope: Scope, transform: Arc<dyn Transform>) -> Self {
+    pub fn transform(mut self, scope: InterceptorScope, transform: Arc<dyn Transform>) -> Self {
         self.transforms.push((scope, transform));
         self
     }
     /// Adds a post handler.
-    pub fn post(mut self, scope: Scope, handler: Arc<dyn PostHandler>) -> Self {
+    pub fn post(mut self, scope: InterceptorScope, handler: Arc<dyn PostHandler>) -> Self {
         self.post.push((scope, handler));
         self
     }
     /// Adds an error handler.
-    pub fn on_error(mut self, scope: Scope, handler: Arc<dyn ErrorHandler>) -> Self {
+    pub fn on_error(mut self, scope: InterceptorScope, handler: Arc<dyn ErrorHandler>) -> Self {
         self.on_error.push((scope, handler));
         self
     }

@@ -45,8 +45,8 @@
 //! governed start-up, [`ToolCall`] requests with generated ids, a reviewer for escalations),
 //! [`Registry`] (resolution: canonical names, aliases, versions, provenance, schemas; it never
 //! invokes), [`ActionExecutor`] (the fixed stage order, compiled per action into a cached
-//! [`ExecutionPlan`]; its `execute` is inherent), [`Handlers`] (session gate, guards, security
-//! hooks, transforms, post and error handlers), [`Limits`] (capacity admission),
+//! [`ExecutionPlan`]; its `execute` is inherent), [`Handlers`] (session gate, preconditions,
+//! security hooks, transforms, post and error handlers), [`Limits`] (capacity admission),
 //! [`SnapshotPolicy`] (a compiled `warden-policy` snapshot behind the contracts
 //! `PolicyEvaluator` port), [`ReviewLoop`] (approvals and the reviewer denial bound) and
 //! [`Governance`] (the governed and certifiable profiles: hash-chained evidence from
@@ -60,7 +60,7 @@
 //! Key design decision: the stage order is fixed in code (one function per stage, each in its
 //! own file under `stages/`, run in [`STAGE_ORDER`]'s order) over an immutable plan, not a chain
 //! of hooks attached at construction: a tool registered, a plugin materialized or a handler added
-//! cannot change which controls guard an invocation, because the plan is compiled from the
+//! cannot change which controls stand before an invocation, because the plan is compiled from the
 //! frozen registry and handler set, and the token that `invoke` needs is minted in exactly one
 //! place, after the last security pass. Nothing during execution is an error: every path ends
 //! in one typed `ExecutionOutcome` carrying the runtime profile.
@@ -105,8 +105,9 @@ pub use executor::{
 };
 pub use governed::{Exception, ExecutionReport, Governance, RecordedReceipt};
 pub use interceptor::{
-    CallView, ErrorDisposition, ErrorHandler, Guard, HandlerError, Handlers, HookVerdict,
-    InvocationFailure, PostHandler, Scope, SecurityHook, SessionGate, Transform,
+    CallView, ErrorDisposition, ErrorHandler, HandlerError, Handlers, InterceptorScope,
+    InvocationFailure, PostHandler, Precondition, SecurityHook, SecurityVerdict, SessionGate,
+    Transform,
 };
 pub use plan::{ExecutionPlan, STAGE_ORDER, StageMode};
 pub use policy::SnapshotPolicy;

@@ -16,7 +16,7 @@ use warden_contracts::{ActionDescriptor, Capability, PolicyEvaluator, PolicySnap
 use warden_evidence::payload::GateLevel;
 
 use crate::interceptor::{
-    ErrorHandler, Guard, Handlers, PostHandler, SecurityHook, SessionGate, Transform,
+    ErrorHandler, Handlers, PostHandler, Precondition, SecurityHook, SessionGate, Transform,
 };
 use crate::registry::Entry;
 
@@ -40,7 +40,7 @@ pub const STAGE_ORDER: [Stage; 15] = [
     Stage::Admit,
     Stage::EvidenceStart,
     Stage::SessionGate,
-    Stage::Guards,
+    Stage::Preconditions,
     Stage::Authorize,
     Stage::Transform,
     Stage::Revalidate,
@@ -56,7 +56,7 @@ pub struct ExecutionPlan {
     pub(crate) entry: Arc<Entry>,
     pub(crate) policy: Arc<dyn PolicyEvaluator>,
     pub(crate) gate: Option<Arc<dyn SessionGate>>,
-    pub(crate) guards: Vec<Arc<dyn Guard>>,
+    pub(crate) preconditions: Vec<Arc<dyn Precondition>>,
     pub(crate) security: Vec<(Arc<dyn SecurityHook>, GateLevel)>,
     pub(crate) transforms: Vec<Arc<dyn Transform>>,
     pub(crate) post: Vec<Arc<dyn PostHandler>>,
@@ -85,13 +85,13 @@ impl ExecutionPlan {
         governed: bool,
     ) -> Self {
         let name = entry.descriptor.name().to_owned();
-        fn pick<T: ?Sized>(list: &[(crate::Scope, Arc<T>)], name: &str) -> Vec<Arc<T>> {
+        fn pick<T: ?Sized>(list: &[(crate::InterceptorScope, Arc<T>)], name: &str) -> Vec<Arc<T>> {
             list.iter()
                 .filter(|(scope, _)| scope.covers(name))
                 .map(|(_, h)| h.clone())
                 .collect()
         }
-        let guards = pick(&handlers.guards, &name);
+        let preconditions = pick(&handlers.preconditions, &name);
         let security = handlers
             .security
             .iter()
@@ -121,7 +121,7 @@ impl ExecutionPlan {
                     StageMode::Skip("no session gate")
                 },
             ),
-            (Stage::Guards, StageMode::Run),
+            (Stage::Preconditions, StageMode::Run),
             (Stage::Authorize, StageMode::Run),
             (
                 Stage::Transform,
@@ -149,7 +149,7 @@ impl ExecutionPlan {
             entry,
             policy,
             gate,
-            guards,
+            preconditions,
             security,
             transforms,
             post,

@@ -192,18 +192,12 @@ impl PolicyEvaluator for SnapshotPolicy {
 /// from a destructive one). A plugin's or an MCP server's hints are not vouched for here.
 fn vouched_hints(
     action: &warden_contracts::ActionDescriptor,
-) -> Option<warden_policy::hints::Hints> {
+) -> Option<warden_contracts::EffectiveHints> {
     if !matches!(
         action.source(),
         warden_contracts::ActionSource::Builtin { .. }
     ) {
         return None;
     }
-    let e = action.hints().effective();
-    Some(warden_policy::hints::Hints {
-        read_only: e.read_only,
-        destructive: e.destructive,
-        idempotent: e.idempotent,
-        open_world: e.open_world,
-    })
+    Some(action.hints().effective())
 }

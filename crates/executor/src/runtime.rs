@@ -320,8 +320,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The composer's own handlers (session gate, guards, security hooks, transforms, post
-    /// and error handlers). The policy's `[guards]` are added to them: on arguments after
+    /// The composer's own handlers (session gate, preconditions, security hooks, transforms,
+    /// post and error handlers). The policy's `[guards]` are added to them: on arguments after
     /// every transform (they check the final arguments), on results before every post
     /// handler (no handler sees what a guard withholds or redacts).
     pub fn handlers(mut self, handlers: Handlers) -> Self {

@@ -15,18 +15,18 @@ pub trait Tool: Send + Sync {
     /// The tool's identity, schema and hints.
     fn descriptor(&self) -> &ActionDescriptor;
 
-    /// The tool's intrinsic guard (stage `guards`): refuses arguments the tool must never run
-    /// with (a path outside its workspace, an oversized input), before any policy is consulted
-    /// and again on the final arguments. It must be pure and cheap: it decides, it never acts.
-    /// `Err` carries a message naming the problem. The default accepts everything.
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+    /// The tool's precondition (stage `preconditions`): refuses arguments the tool must never
+    /// run with (a path outside its workspace, an oversized input), before any policy is
+    /// consulted and again on the final arguments. It must be pure and cheap: it decides, it
+    /// never acts. `Err` carries a message naming the problem. The default accepts everything.
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         let _ = arguments;
         Ok(())
     }
 
     /// Hints for one call: what *these* arguments would do (for example a `bash` command the
     /// shell splitter classifies as read-only), for a front deciding what to ask about or run
-    /// in parallel. Like the guard, pure and cheap; it never acts, and it is advice, never a
+    /// in parallel. Like the precondition, pure and cheap; it never acts, and it is advice, never a
     /// permission. The default is the descriptor's static hints.
     fn hints_for(&self, arguments: &Map<String, Value>) -> Hints {
         let _ = arguments;

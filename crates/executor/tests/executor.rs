@@ -562,10 +562,10 @@ fn a_transform_rewriting_an_allowed_echo_into_rm_is_denied() {
         b.handlers(
             Handlers::new()
                 .transform(
-                    Scope::Actions(vec!["bash".into()]),
+                    InterceptorScope::Actions(vec!["bash".into()]),
                     Arc::new(Rewrite(obj(json!({"command": "rm -rf /"})))),
                 )
-                .on_error(Scope::All, errors.clone()),
+                .on_error(InterceptorScope::All, errors.clone()),
         )
     });
     let o = rt.block_on(fx.executor.execute(
@@ -607,7 +607,10 @@ fn transformed_arguments_are_revalidated_against_the_schema() {
     let rt = rt();
     let tools = tools();
     let fx = build(&tools, |b| {
-        b.handlers(Handlers::new().transform(Scope::All, Arc::new(Rewrite(obj(json!({"n": 99}))))))
+        b.handlers(Handlers::new().transform(
+            InterceptorScope::All,
+            Arc::new(Rewrite(obj(json!({"n": 99})))),
+        ))
     });
     let o = rt.block_on(
         fx.executor
@@ -635,8 +638,8 @@ impl SecurityHook for Rewriter {
     fn name(&self) -> &str {
         "rewriter"
     }
-    async fn check(&self, _: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
-        Ok(HookVerdict::Replace(self.0.clone()))
+    async fn check(&self, _: &CallView<'_>) -> Result<SecurityVerdict, HandlerError> {
+        Ok(SecurityVerdict::Replace(self.0.clone()))
     }
 }
 
@@ -647,11 +650,11 @@ impl SecurityHook for Unstable {
     fn name(&self) -> &str {
         "unstable"
     }
-    async fn check(&self, call: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
+    async fn check(&self, call: &CallView<'_>) -> Result<SecurityVerdict, HandlerError> {
         let mut next = call.arguments.clone();
         let cmd = next["command"].as_str().unwrap_or_default().to_owned();
         next.insert("command".into(), json!(format!("{cmd} x")));
-        Ok(HookVerdict::Replace(next))
+        Ok(SecurityVerdict::Replace(next))
     }
 }
 
@@ -664,11 +667,14 @@ fn transform_failures_and_unstable_security_hooks_fail_closed() {
         b.handlers(
             Handlers::new()
                 .transform(
-                    Scope::Actions(vec!["echo".into()]),
+                    InterceptorScope::Actions(vec!["echo".into()]),
                     Arc::new(FailingTransform),
                 )
-                .security(Scope::Actions(vec!["bash".into()]), Arc::new(Unstable))
-                .on_error(Scope::All, errors.clone()),
+                .security(
+                    InterceptorScope::Actions(vec!["bash".into()]),
+                    Arc::new(Unstable),
+                )
+                .on_error(InterceptorScope::All, errors.clone()),
         )
     });
     let o = rt.block_on(
@@ -692,7 +698,7 @@ fn transform_failures_and_unstable_security_hooks_fail_closed() {
     let tools = self::tools();
     let fx = build(&tools, |b| {
         b.handlers(Handlers::new().security(
-            Scope::Actions(vec!["bash".into()]),
+            InterceptorScope::Actions(vec!["bash".into()]),
             Arc::new(Rewriter(obj(json!({"command": "echo safe"})))),
         ))
     });
@@ -709,7 +715,7 @@ fn transform_failures_and_unstable_security_hooks_fail_closed() {
     let tools = self::tools();
     let fx = build(&tools, |b| {
         b.handlers(Handlers::new().security(
-            Scope::Actions(vec!["bash".into()]),
+            InterceptorScope::Actions(vec!["bash".into()]),
             Arc::new(Rewriter(obj(json!({"command": "rm -rf /"})))),
         ))
     });
@@ -934,8 +940,8 @@ fn error_and_post_handlers_follow_the_stage_plan() {
     let fx = build(&tools, |b| {
         b.handlers(
             Handlers::new()
-                .on_error(Scope::All, Arc::new(Broken))
-                .on_error(Scope::All, counting.clone()),
+                .on_error(InterceptorScope::All, Arc::new(Broken))
+                .on_error(InterceptorScope::All, counting.clone()),
         )
     });
     let o = rt.block_on(
@@ -960,9 +966,9 @@ fn error_and_post_handlers_follow_the_stage_plan() {
     let fx = build(&tools, |b| {
         b.handlers(
             Handlers::new()
-                .on_error(Scope::All, Arc::new(Replace(json!("first"))))
-                .on_error(Scope::All, Arc::new(Replace(json!("second"))))
-                .on_error(Scope::All, later.clone()),
+                .on_error(InterceptorScope::All, Arc::new(Replace(json!("first"))))
+                .on_error(InterceptorScope::All, Arc::new(Replace(json!("second"))))
+                .on_error(InterceptorScope::All, later.clone()),
         )
     });
     let o = rt.block_on(
@@ -995,7 +1001,7 @@ fn error_and_post_handlers_follow_the_stage_plan() {
     let tools = self::tools();
     let fx = build(&tools, |b| {
         b.handlers(Handlers::new().post(
-            Scope::Actions(vec!["echo".into()]),
+            InterceptorScope::Actions(vec!["echo".into()]),
             Arc::new(Post(Some(json!("replaced")), false)),
         ))
     });
@@ -1009,7 +1015,7 @@ fn error_and_post_handlers_follow_the_stage_plan() {
     );
     let tools = self::tools();
     let fx = build(&tools, |b| {
-        b.handlers(Handlers::new().post(Scope::All, Arc::new(Post(None, true))))
+        b.handlers(Handlers::new().post(InterceptorScope::All, Arc::new(Post(None, true))))
     });
     let o = rt.block_on(
         fx.executor
@@ -2174,19 +2180,19 @@ impl SecurityHook for StopOnRm {
     fn name(&self) -> &str {
         "stop_on_rm"
     }
-    async fn check(&self, call: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
+    async fn check(&self, call: &CallView<'_>) -> Result<SecurityVerdict, HandlerError> {
         let cmd = call
             .arguments
             .get("command")
             .and_then(Value::as_str)
             .unwrap_or_default();
         if cmd.contains("shutdown") {
-            return Ok(HookVerdict::Deny {
+            return Ok(SecurityVerdict::Deny {
                 reason: DecisionReason::new(ReasonCode::Permission, "never"),
                 stop: true,
             });
         }
-        Ok(HookVerdict::Pass)
+        Ok(SecurityVerdict::Pass)
     }
 }
 
@@ -2195,7 +2201,7 @@ fn a_stopping_denial_cancels_the_turns_other_pending_calls() {
     let rt = rt();
     let tools = tools();
     let fx = build(&tools, |b| {
-        b.handlers(Handlers::new().security(Scope::All, Arc::new(StopOnRm)))
+        b.handlers(Handlers::new().security(InterceptorScope::All, Arc::new(StopOnRm)))
     });
     let outs = rt.block_on(fx.executor.execute_turn(
         vec![

@@ -239,7 +239,7 @@ impl Proxy {
     ) -> Value {
         self.recheck().await;
         // Every registered tool is decided by the executor, offered or not: a bare-denied
-        // one is denied naming its rule, a quarantined one refused by its guard.
+        // one is denied naming its rule, a quarantined one refused by its precondition.
         let Some(offered) = self.offered.iter().find(|o| o.client_name == name) else {
             return error_result(&format!("no tool `{name}` is offered by this proxy"));
         };

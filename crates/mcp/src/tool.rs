@@ -98,7 +98,7 @@ impl Tool for McpTool {
 
     /// A quarantined tool is refused here, before any policy is consulted and without
     /// reaching the server.
-    fn guard(&self, _arguments: &Map<String, Value>) -> Result<(), String> {
+    fn precondition(&self, _arguments: &Map<String, Value>) -> Result<(), String> {
         match self.pin_state() {
             PinState::Quarantined(why) => {
                 Err(format!("{} is quarantined: {why}", self.descriptor.name()))

@@ -50,7 +50,7 @@ use warden_contracts::PolicySnapshotRef;
 
 use crate::compile::{CompiledRule, PolicySnapshot};
 use crate::decl::{Decision, ListKind};
-use crate::hints::{HintRules, Hints};
+use crate::hints::HintRules;
 use crate::matcher::MatcherKind;
 use crate::mode::Mode;
 use crate::permission::{PermissionInfo, PermissionKind};
@@ -421,7 +421,7 @@ impl PolicySnapshot {
     fn mode_ceiling(&self, tool: Option<&str>, read_only: bool) -> Option<(Decision, Mode)> {
         let hints = match tool {
             Some(t) => self.hints.believed(t, read_only, None),
-            None => Hints::default(),
+            None => crate::hints::cautious(),
         };
         let class = tool.and_then(ToolClass::of);
         self.modes
@@ -434,7 +434,7 @@ impl PolicySnapshot {
     /// What the modes leave of `tool`'s calls. A tool outside the built-ins is capped as its
     /// cautious hints are (a trusted MCP tool declaring itself read-only may get more).
     fn tool_cap(&self, tool: &str) -> ToolCap {
-        let known = Hints::builtin(tool).is_some() || tool == "bash";
+        let known = crate::hints::builtin(tool).is_some() || tool == "bash";
         let tool = known.then_some(tool);
         match self.mode_ceiling(tool, false) {
             None => ToolCap::Open,
@@ -491,7 +491,7 @@ impl PolicySnapshot {
             let (tool_class, read_only) = class.tool_class();
             let hints = match class.sample_tool() {
                 Some(tool) => self.hints.believed(tool, read_only, None),
-                None => Hints::default(),
+                None => crate::hints::cautious(),
             };
             if let Some((decision, name)) = self.hints.decide(&hints) {
                 return Fallback {

@@ -1,6 +1,8 @@
-//! The edge: the one place in this crate that touches the file system, and only before a
-//! decision, never during one. It resolves symlinks in a call's paths so the pure engine can
-//! match both the lexical and the resolved path (deny and ask match either; allow needs both).
+//! The edge: the one place in this crate that touches the file system around a decision, and
+//! only before it, never during one (the only other file-system access is
+//! [`crate::LoadedPolicy::read`], which reads a policy file). It resolves symlinks in a call's
+//! paths so the pure engine can match both the lexical and the resolved path (deny and ask
+//! match either; allow needs both).
 
 use std::path::{Component, Path, PathBuf};
 

@@ -36,7 +36,7 @@ pub struct Call {
     /// What the tool says the call does (its registry entry, an MCP server's annotations):
     /// believed by hint rules only for a tool of a trusted MCP server ([`crate::hints`]),
     /// or when `hints_vouched`.
-    pub hints: Option<crate::hints::Hints>,
+    pub hints: Option<crate::hints::EffectiveHints>,
     /// The embedding runtime vouches for `hints`: they come from its own tool's code (a tool
     /// registered as built into the runtime), not from a server or the model. Built-in
     /// Warden tool names and `bash` keep their own hints whatever is vouched.
@@ -58,13 +58,13 @@ impl Call {
     }
 
     /// The same call, with the hints its tool declares.
-    pub fn with_hints(mut self, hints: crate::hints::Hints) -> Self {
+    pub fn with_hints(mut self, hints: crate::hints::EffectiveHints) -> Self {
         self.hints = Some(hints);
         self
     }
 
     /// The same call, with hints the embedding runtime vouches for (its own tool's).
-    pub fn with_vouched_hints(mut self, hints: crate::hints::Hints) -> Self {
+    pub fn with_vouched_hints(mut self, hints: crate::hints::EffectiveHints) -> Self {
         self.hints = Some(hints);
         self.hints_vouched = true;
         self
@@ -76,13 +76,13 @@ impl Call {
         rules: &crate::hints::HintRules,
         tool: &str,
         shell_read_only: bool,
-    ) -> crate::hints::Hints {
+    ) -> crate::hints::EffectiveHints {
         let declared = self.hints.filter(|_| self.tool == tool);
         match declared {
             Some(h)
                 if self.hints_vouched
                     && tool != "bash"
-                    && crate::hints::Hints::builtin(tool).is_none() =>
+                    && crate::hints::builtin(tool).is_none() =>
             {
                 h
             }

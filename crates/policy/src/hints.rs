@@ -1,6 +1,6 @@
 //! Hint rules: decisions by what a call does rather than by its name.
 //!
-//! Every subject has [`Hints`] (alpineagents' four: read-only, destructive, idempotent,
+//! Every subject has [`EffectiveHints`] (alpineagents' four: read-only, destructive, idempotent,
 //! open-world). Built-in tools give them (`read`, `list`, `grep`, `glob` read; `edit`,
 //! `write` change files; `web_fetch` reads the open world); a `bash` subject is read-only only
 //! when the shell splitter knows its (program, flags) pair as read-only (`find -delete`,
@@ -28,103 +28,87 @@ use serde::{Deserialize, Serialize};
 
 use crate::decl::Decision;
 
-/// What a tool call does, as far as its tool says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub struct Hints {
-    /// It changes nothing.
-    pub read_only: bool,
-    /// It may destroy or overwrite something (never when read-only).
-    pub destructive: bool,
-    /// Repeating it changes nothing more (always when read-only).
-    pub idempotent: bool,
-    /// It reaches outside the workspace (the network, other systems).
-    pub open_world: bool,
-}
+/// What a tool call does, as far as its tool says: the contracts' type, every hint decided (the
+/// policy has no hints type of its own; this module adds the declaration rules, MCP's lenient
+/// fill-in and the built-in tools' hints).
+pub use warden_contracts::EffectiveHints;
 
 /// Hints that contradict each other.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("contradictory hints: a read-only call is {0}")]
 pub struct HintError(&'static str);
 
-impl Default for Hints {
-    /// The cautious defaults: not read-only, destructive, not idempotent, open-world.
-    fn default() -> Self {
-        Hints {
-            read_only: false,
-            destructive: true,
-            idempotent: false,
-            open_world: true,
-        }
+/// The cautious defaults: not read-only, destructive, not idempotent, open-world (the
+/// contracts' unknown hints, resolved).
+pub fn cautious() -> EffectiveHints {
+    warden_contracts::Hints::UNKNOWN.effective()
+}
+
+/// Hints as a tool declares them; unset ones take the defaults, and a read-only tool is never
+/// destructive and always idempotent (saying otherwise is an error).
+///
+/// ```
+/// use warden_policy::hints;
+/// let h = hints::declared(Some(true), None, None, Some(false)).unwrap();
+/// assert!(h.read_only && !h.destructive && h.idempotent && !h.open_world);
+/// assert!(hints::declared(Some(true), Some(true), None, None).is_err());
+/// ```
+pub fn declared(
+    read_only: Option<bool>,
+    destructive: Option<bool>,
+    idempotent: Option<bool>,
+    open_world: Option<bool>,
+) -> Result<EffectiveHints, HintError> {
+    let read_only = read_only.unwrap_or(false);
+    if read_only && destructive == Some(true) {
+        return Err(HintError("destructive"));
+    }
+    if read_only && idempotent == Some(false) {
+        return Err(HintError("not idempotent"));
+    }
+    Ok(EffectiveHints {
+        read_only,
+        destructive: !read_only && destructive.unwrap_or(true),
+        idempotent: read_only || idempotent.unwrap_or(false),
+        open_world: open_world.unwrap_or(true),
+    })
+}
+
+/// Hints from an MCP tool's annotations (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
+/// `openWorldHint`), filled in leniently as MCP clients do: a value that is not a boolean is
+/// unset, and read-only wins over a contradiction.
+pub fn from_mcp_annotations(annotations: &serde_json::Value) -> EffectiveHints {
+    let get = |k: &str| annotations.get(k).and_then(serde_json::Value::as_bool);
+    let read_only = get("readOnlyHint").unwrap_or(false);
+    EffectiveHints {
+        read_only,
+        destructive: !read_only && get("destructiveHint").unwrap_or(true),
+        idempotent: read_only || get("idempotentHint").unwrap_or(false),
+        open_world: get("openWorldHint").unwrap_or(true),
     }
 }
 
-impl Hints {
-    /// Hints as a tool declares them; unset ones take the defaults, and a read-only tool is
-    /// never destructive and always idempotent (saying otherwise is an error).
-    ///
-    /// ```
-    /// use warden_policy::hints::Hints;
-    /// let h = Hints::declared(Some(true), None, None, Some(false)).unwrap();
-    /// assert!(h.read_only && !h.destructive && h.idempotent && !h.open_world);
-    /// assert!(Hints::declared(Some(true), Some(true), None, None).is_err());
-    /// ```
-    pub fn declared(
-        read_only: Option<bool>,
-        destructive: Option<bool>,
-        idempotent: Option<bool>,
-        open_world: Option<bool>,
-    ) -> Result<Hints, HintError> {
-        let read_only = read_only.unwrap_or(false);
-        if read_only && destructive == Some(true) {
-            return Err(HintError("destructive"));
-        }
-        if read_only && idempotent == Some(false) {
-            return Err(HintError("not idempotent"));
-        }
-        Ok(Hints {
-            read_only,
-            destructive: !read_only && destructive.unwrap_or(true),
-            idempotent: read_only || idempotent.unwrap_or(false),
-            open_world: open_world.unwrap_or(true),
-        })
-    }
-
-    /// Hints from an MCP tool's annotations (`readOnlyHint`, `destructiveHint`,
-    /// `idempotentHint`, `openWorldHint`), filled in leniently as MCP clients do: a value
-    /// that is not a boolean is unset, and read-only wins over a contradiction.
-    pub fn from_mcp_annotations(annotations: &serde_json::Value) -> Hints {
-        let get = |k: &str| annotations.get(k).and_then(serde_json::Value::as_bool);
-        let read_only = get("readOnlyHint").unwrap_or(false);
-        Hints {
-            read_only,
-            destructive: !read_only && get("destructiveHint").unwrap_or(true),
-            idempotent: read_only || get("idempotentHint").unwrap_or(false),
-            open_world: get("openWorldHint").unwrap_or(true),
-        }
-    }
-
-    /// The hints of a built-in tool, which no caller can override; `None` for other tools.
-    pub fn builtin(tool: &str) -> Option<Hints> {
-        let read = Hints {
-            read_only: true,
-            destructive: false,
-            idempotent: true,
+/// The hints of a built-in tool, which no caller can override; `None` for other tools.
+pub fn builtin(tool: &str) -> Option<EffectiveHints> {
+    let read = EffectiveHints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    match tool {
+        "read" | "list" | "grep" | "glob" => Some(read),
+        "web_fetch" => Some(EffectiveHints {
+            open_world: true,
+            ..read
+        }),
+        "edit" | "write" => Some(EffectiveHints {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
             open_world: false,
-        };
-        match tool {
-            "read" | "list" | "grep" | "glob" => Some(read),
-            "web_fetch" => Some(Hints {
-                open_world: true,
-                ..read
-            }),
-            "edit" | "write" => Some(Hints {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-                open_world: false,
-            }),
-            _ => None,
-        }
+        }),
+        _ => None,
     }
 }
 
@@ -180,20 +164,25 @@ impl HintRules {
     /// The hints believed for a subject of `tool`: built-in hints for built-in tools; for
     /// `bash`, read-only exactly when the splitter says so; the call's own hints for a tool
     /// of a trusted MCP server; the cautious defaults otherwise.
-    pub fn believed(&self, tool: &str, shell_read_only: bool, declared: Option<Hints>) -> Hints {
-        if let Some(h) = Hints::builtin(tool) {
+    pub fn believed(
+        &self,
+        tool: &str,
+        shell_read_only: bool,
+        declared: Option<EffectiveHints>,
+    ) -> EffectiveHints {
+        if let Some(h) = builtin(tool) {
             return h;
         }
         if tool == "bash" {
             return if shell_read_only {
-                Hints {
+                EffectiveHints {
                     read_only: true,
                     destructive: false,
                     idempotent: true,
                     open_world: false,
                 }
             } else {
-                Hints::default()
+                cautious()
             };
         }
         let trusted = tool
@@ -201,12 +190,12 @@ impl HintRules {
             .is_some_and(|(server, _)| self.trust_mcp.iter().any(|s| s == server));
         match declared {
             Some(h) if trusted => h,
-            _ => Hints::default(),
+            _ => cautious(),
         }
     }
 
     /// The strictest hint rule that applies to `hints`, with the hint's name.
-    pub fn decide(&self, hints: &Hints) -> Option<(Decision, &'static str)> {
+    pub fn decide(&self, hints: &EffectiveHints) -> Option<(Decision, &'static str)> {
         [
             (hints.read_only, self.read_only, "read-only"),
             (hints.destructive, self.destructive, "destructive"),
@@ -225,8 +214,8 @@ mod tests {
     /// alpineagents' `Hints(...)` constructor cases (corpus/reference/alpineagents.jsonl).
     #[test]
     fn declared_hints_follow_alpineagents() {
-        let h = |r, d, i, o| Hints::declared(r, d, i, o);
-        assert_eq!(h(None, None, None, None).unwrap(), Hints::default());
+        let h = |r, d, i, o| declared(r, d, i, o);
+        assert_eq!(h(None, None, None, None).unwrap(), cautious());
         let ro = h(Some(true), None, None, None).unwrap();
         assert!(ro.read_only && !ro.destructive && ro.idempotent && ro.open_world);
         let ro_closed = h(Some(true), None, None, Some(false)).unwrap();
@@ -241,15 +230,15 @@ mod tests {
     /// alpineagents' lenient MCP fill-in.
     #[test]
     fn mcp_annotations_are_filled_in_leniently() {
-        let h = Hints::from_mcp_annotations(&serde_json::json!({}));
-        assert_eq!(h, Hints::default());
-        let h = Hints::from_mcp_annotations(
+        let h = from_mcp_annotations(&serde_json::json!({}));
+        assert_eq!(h, cautious());
+        let h = from_mcp_annotations(
             &serde_json::json!({"readOnlyHint": true, "destructiveHint": true}),
         );
         assert!(h.read_only && !h.destructive && h.idempotent && h.open_world);
-        let h = Hints::from_mcp_annotations(&serde_json::json!({"readOnlyHint": "yes"}));
-        assert_eq!(h, Hints::default());
-        let h = Hints::from_mcp_annotations(
+        let h = from_mcp_annotations(&serde_json::json!({"readOnlyHint": "yes"}));
+        assert_eq!(h, cautious());
+        let h = from_mcp_annotations(
             &serde_json::json!({"readOnlyHint": false, "idempotentHint": true, "openWorldHint": false}),
         );
         assert!(!h.read_only && h.destructive && h.idempotent && !h.open_world);
@@ -262,7 +251,7 @@ mod tests {
             trust_mcp: vec!["github".into()],
             ..HintRules::default()
         };
-        let ro = Hints::declared(Some(true), None, None, None).ok();
+        let ro = declared(Some(true), None, None, None).ok();
         assert!(rules.believed("github__get_issue", false, ro).read_only);
         assert!(!rules.believed("files__read", false, ro).read_only);
         assert!(

@@ -1,6 +1,6 @@
 //! Operating modes (docs/design/policy.md#operating-modes): layers that can only narrow.
 //!
-//! A mode caps what a subject may get, by what it does (its [`Hints`] and tool class):
+//! A mode caps what a subject may get, by what it does (its [`EffectiveHints`] and tool class):
 //!
 //! | mode | may run (as the policy decides) | capped |
 //! |---|---|---|
@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::decl::Decision;
-use crate::hints::Hints;
+use crate::hints::EffectiveHints;
 use crate::preset::ToolClass;
 
 /// One operating mode.
@@ -85,7 +85,7 @@ impl Mode {
     }
 
     /// The cap for a subject of `class` (None: not a built-in tool) with `hints`.
-    pub(crate) fn cap(self, class: Option<ToolClass>, hints: &Hints) -> Cap {
+    pub(crate) fn cap(self, class: Option<ToolClass>, hints: &EffectiveHints) -> Cap {
         let read = hints.read_only;
         let local = !hints.open_world;
         let open_if = |ok: bool| if ok { Cap::Open } else { Cap::Closed };
@@ -128,8 +128,9 @@ impl std::fmt::Display for Mode {
 mod tests {
     use super::*;
 
-    fn hints(read_only: bool, open_world: bool) -> Hints {
-        Hints::declared(Some(read_only), None, None, Some(open_world)).unwrap_or_default()
+    fn hints(read_only: bool, open_world: bool) -> EffectiveHints {
+        crate::hints::declared(Some(read_only), None, None, Some(open_world))
+            .unwrap_or_else(|_| crate::hints::cautious())
     }
 
     /// The module's table, row by row.

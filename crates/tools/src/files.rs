@@ -184,7 +184,7 @@ impl Tool for ReadTool {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         self.workspace
             .resolve_read(str_arg(arguments, "path")?)
             .map(|_| ())
@@ -314,7 +314,7 @@ impl Tool for ListTool {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         self.workspace
             .resolve_read(str_arg(arguments, "path")?)
             .map(|_| ())
@@ -426,7 +426,7 @@ impl Tool for WriteTool {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         write_target(&self.workspace, str_arg(arguments, "path")?)?;
         let content = str_arg(arguments, "content")?;
         if content.len() > MAX_WRITE_BYTES {
@@ -511,7 +511,7 @@ impl Tool for EditTool {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         write_target(&self.workspace, str_arg(arguments, "path")?)?;
         if str_arg(arguments, "old")? == str_arg(arguments, "new")? {
             return Err("`old` and `new` are the same text: nothing to edit".into());

@@ -7,9 +7,10 @@
 //! executor's registry with the policy's `[containment]` table.
 //!
 //! Key design decision: every tool declares a strict JSON Schema (unknown arguments refused)
-//! and honest static hints, and its path check is its intrinsic guard
-//! (`warden_executor::Tool::guard`), so a write or an edit outside the workspace is refused by
-//! the executor's guard stage before policy or invocation, and checked again inside `invoke`.
+//! and honest static hints, and its path check is its precondition
+//! (`warden_executor::Tool::precondition`), so a write or an edit outside the workspace is
+//! refused by the executor's `preconditions` stage before policy or invocation, and checked
+//! again inside `invoke`.
 //! Reads go anywhere: which paths may be read is the policy's to decide, as it is for `bash`,
 //! whose processes read everywhere too. The file tools work in this process (they spawn
 //! nothing); `bash` is the one tool that runs processes, only through the effect backend it is

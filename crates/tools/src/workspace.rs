@@ -1,6 +1,6 @@
 //! The workspace: the one directory the file tools may change. Relative paths in arguments
 //! resolve under it. Writes and edits must stay inside it: `..` climbing out, an absolute path
-//! elsewhere and a symlink pointing out are refused, before the tool runs (its guard) and again
+//! elsewhere and a symlink pointing out are refused, before the tool runs (its precondition) and again
 //! when it runs. Reads and listings go anywhere, like the subprocess backend's read roots: which
 //! paths may be read is the policy's to decide (`read(...)` rules).
 

@@ -1,9 +1,9 @@
 //! The built-in tools, always driven through the executor (never by calling `invoke`): strict
 //! schemas, honest static hints and `bash`'s per-call hints, reads anywhere and writes/edits
-//! only inside the workspace (`..`, absolute paths and symlinks refused by the guard stage),
-//! atomic writes, `edit`'s uniqueness rule, large outputs cut with a marker, and `bash` on the
-//! in-process backend, whose report proves no containment: required containment denies before
-//! anything runs, optional containment runs and the outcome records the degradation.
+//! only inside the workspace (`..`, absolute paths and symlinks refused by the `preconditions`
+//! stage), atomic writes, `edit`'s uniqueness rule, large outputs cut with a marker, and `bash`
+//! on the in-process backend, whose report proves no containment: required containment denies
+//! before anything runs, optional containment runs and the outcome records the degradation.
 //! Containment enforced by the real subprocess backend is asserted on effects in the CLI's
 //! tests (crates/cli/tests/support/exec.rs), where the `warden` binary hosts the helper.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -318,7 +318,7 @@ fn edit_refuses_an_old_text_that_is_missing_or_not_unique() {
         "edit",
         json!({"path": "f.txt", "old": "a", "new": "a"}),
     );
-    assert_eq!(denial(&o).code, ReasonCode::Guard);
+    assert_eq!(denial(&o).code, ReasonCode::Precondition);
     // More context makes it unique; replace_all replaces every occurrence.
     let o = run(
         &ex,
@@ -346,7 +346,7 @@ fn edit_refuses_an_old_text_that_is_missing_or_not_unique() {
 }
 
 #[test]
-fn writes_and_edits_outside_the_workspace_are_refused_by_the_guard_stage() {
+fn writes_and_edits_outside_the_workspace_are_refused_by_the_preconditions_stage() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().join("secret");
@@ -380,7 +380,11 @@ fn writes_and_edits_outside_the_workspace_are_refused_by_the_guard_stage() {
         ("edit", json!({"path": "file-link", "old": "s", "new": "x"})),
     ] {
         let o = run(&ex, tool, args.clone());
-        assert_eq!(denial(&o).code, ReasonCode::Guard, "{tool} {args}: {o:?}");
+        assert_eq!(
+            denial(&o).code,
+            ReasonCode::Precondition,
+            "{tool} {args}: {o:?}"
+        );
     }
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s");
     assert!(!outside.path().join("new").exists());
@@ -411,7 +415,7 @@ fn writes_and_edits_outside_the_workspace_are_refused_by_the_guard_stage() {
     );
     let ex = executor(dir.path(), &policy);
     let o = run(&ex, "read", json!({"path": abs(&secret)}));
-    assert!(denial(&o).code != ReasonCode::Guard, "{o:?}");
+    assert!(denial(&o).code != ReasonCode::Precondition, "{o:?}");
     let o = run(&ex, "read", json!({"path": "link/secret"}));
     assert!(matches!(o, ExecutionOutcome::Denied { .. }), "{o:?}");
 }

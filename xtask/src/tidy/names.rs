@@ -14,17 +14,7 @@ use super::Finding;
 const CFG_TWINS: &[&str] = &["Approvers"];
 
 /// Names declared twice today, each pair to be renamed or merged into one implementation.
-const PENDING: &[(&str, &str)] = &[
-    (
-        "Scope",
-        "executor interceptor scope vs policy subagent scope",
-    ),
-    (
-        "HookVerdict",
-        "executor security-hook answer vs evidence journal record",
-    ),
-    ("Hints", "contracts declared hints vs policy believed hints"),
-];
+const PENDING: &[(&str, &str)] = &[];
 
 /// Adds a finding for every public type name declared in more than one place.
 pub(super) fn check(root: &Path, files: &[std::path::PathBuf], findings: &mut Vec<Finding>) {

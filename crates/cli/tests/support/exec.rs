@@ -222,8 +222,8 @@ fn exec_outcomes_other_than_success_exit_1_with_a_reason() {
     let (out, v) = exec(dir.path(), "read", &json!({"file": "x"}), &[]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(v["reason_code"], "invalid_arguments");
-    // A write outside the workspace: refused by the tool's guard, for `..`, absolute paths and
-    // symlinks leaving it.
+    // A write outside the workspace: refused by the tool's precondition, for `..`, absolute
+    // paths and symlinks leaving it.
     let outside = dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
@@ -240,7 +240,7 @@ fn exec_outcomes_other_than_success_exit_1_with_a_reason() {
             &[],
         );
         assert_eq!(out.status.code(), Some(1), "{path}: {v}");
-        assert_eq!(v["reason_code"], "guard", "{path}: {v}");
+        assert_eq!(v["reason_code"], "precondition", "{path}: {v}");
     }
     assert!(!dir.path().join("out.txt").exists());
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);

@@ -72,7 +72,8 @@ impl ExecutorBuilder {
         self.policies.push(policy);
         self
     }
-    /// Sets the handler set (session gate, guards, security hooks, transforms, handlers).
+    /// Sets the handler set (session gate, preconditions, security hooks, transforms,
+    /// handlers).
     pub fn handlers(mut self, handlers: Handlers) -> Self {
         self.handlers = handlers;
         self

@@ -11,7 +11,7 @@
 //! | 4 | `admit` | `admit.rs` |
 //! | 5 | `evidence_start` | `evidence_start.rs` |
 //! | 6 | `session_gate` | `session_gate.rs` |
-//! | 7 | `guards` | `guards.rs` |
+//! | 7 | `preconditions` | `preconditions.rs` |
 //! | 8 | `authorize` | `authorize.rs` (the security pass: `security.rs`) |
 //! | 9 | `transform` | `transform.rs` |
 //! | 10 | `revalidate` | `revalidate.rs` |
@@ -39,10 +39,10 @@ mod authorize;
 mod bind_context;
 mod evidence_invoke;
 mod evidence_start;
-mod guards;
 mod handlers;
 mod invoke;
 mod outcome;
+mod preconditions;
 mod reauthorize;
 mod resolve;
 mod revalidate;
@@ -121,7 +121,7 @@ pub(crate) async fn run(
             Stage::Admit => admit::admit(&mut run).await,
             Stage::EvidenceStart => evidence_start::evidence_start(&mut run).await,
             Stage::SessionGate => session_gate::session_gate(&mut run).await,
-            Stage::Guards => guards::guards(&mut run).await,
+            Stage::Preconditions => preconditions::preconditions(&mut run).await,
             Stage::Authorize => authorize::authorize(&mut run).await,
             Stage::Transform => transform::transform(&mut run).await,
             Stage::Revalidate => revalidate::revalidate(&mut run).await,

@@ -1,5 +1,5 @@
-//! Stage 11, `reauthorize`: when anything changed the arguments, the session gate, the guards
-//! and the security pass again on the **final** arguments (governed: recorded with
+//! Stage 11, `reauthorize`: when anything changed the arguments, the session gate, the
+//! preconditions and the security pass again on the **final** arguments (governed: recorded with
 //! `recheck: true`); a security hook that changes them again fails closed. Skipped, with that
 //! fact reported, when nothing changed them. Then the receipts that approved the call are used,
 //! once, atomically (a race loses with `approval_refused`).
@@ -10,7 +10,7 @@ use std::sync::PoisonError;
 use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
 use super::security::{self, Security};
-use super::{Flow, GateSite, Run, authorize, guards, session_gate};
+use super::{Flow, GateSite, Run, authorize, preconditions, session_gate};
 use crate::plan::ExecutionPlan;
 
 pub(crate) async fn reauthorize(run: &mut Run<'_>) -> Flow {
@@ -29,14 +29,14 @@ pub(crate) async fn reauthorize(run: &mut Run<'_>) -> Flow {
     use_receipts(run)
 }
 
-/// The session gate, the guards and the security pass on the final arguments.
+/// The session gate, the preconditions and the security pass on the final arguments.
 async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> Flow {
     run.site = match GateSite::open(run.progress.gov, &run.args, true) {
         Ok(site) => site,
         Err(reason) => return run.refuse(Stage::Reauthorize, reason, "evidence", false),
     };
     session_gate::check(run, plan, true).await?;
-    guards::check(run, plan, true).await?;
+    preconditions::check(run, plan, true).await?;
     match security::pass(run, plan, true).await {
         Security::Allow { approved_by, .. } => {
             run.approved.extend(approved_by);

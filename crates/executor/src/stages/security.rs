@@ -17,7 +17,7 @@ use warden_evidence::payload::{GateLevel, GateVerdict};
 
 use super::{Run, evidence_digest};
 use crate::executor::arguments_digest;
-use crate::interceptor::{HookVerdict, SecurityHook};
+use crate::interceptor::{SecurityHook, SecurityVerdict};
 use crate::plan::ExecutionPlan;
 use crate::unwind::caught;
 
@@ -234,7 +234,7 @@ impl Pass<'_, '_> {
         hook: &dyn SecurityHook,
         arguments: &Map<String, Value>,
         digest: Option<&Digest>,
-    ) -> ControlFlow<Security, HookVerdict> {
+    ) -> ControlFlow<Security, SecurityVerdict> {
         let name = hook.name();
         let call = self.run.view(self.plan, arguments);
         let message = match caught!(hook.check(&call)) {
@@ -257,15 +257,15 @@ impl Pass<'_, '_> {
         &self,
         name: &str,
         level: GateLevel,
-        verdict: HookVerdict,
+        verdict: SecurityVerdict,
         arguments: &Map<String, Value>,
         digest: Option<&Digest>,
         pending: &mut Vec<SoftDeny>,
     ) -> ControlFlow<Security, Option<Map<String, Value>>> {
         let request = self.run.request.request_id();
         match verdict {
-            HookVerdict::Pass => self.record_passed(name, level, digest).await?,
-            HookVerdict::Replace(next) if self.final_pass => {
+            SecurityVerdict::Pass => self.record_passed(name, level, digest).await?,
+            SecurityVerdict::Replace(next) if self.final_pass => {
                 if &next != arguments {
                     let reason = DecisionReason::new(
                         ReasonCode::Transform,
@@ -283,11 +283,11 @@ impl Pass<'_, '_> {
                 }
                 self.record_passed(name, level, digest).await?;
             }
-            HookVerdict::Replace(next) => {
+            SecurityVerdict::Replace(next) => {
                 self.record_passed(name, level, digest).await?;
                 return ControlFlow::Continue(Some(next));
             }
-            HookVerdict::Deny { reason, stop } => match level {
+            SecurityVerdict::Deny { reason, stop } => match level {
                 GateLevel::Hard => {
                     self.record(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest)
                         .await?;
@@ -317,7 +317,7 @@ impl Pass<'_, '_> {
                     .await?;
                 }
             },
-            HookVerdict::Escalate { reason, authority } => match level {
+            SecurityVerdict::Escalate { reason, authority } => match level {
                 GateLevel::Advisory => {
                     tracing::warn!(%request, hook = name, reason = %reason.message, "advisory escalation: the call proceeds");
                     self.record(

@@ -354,8 +354,8 @@ fn a_governed_call_binds_and_starts_before_any_gate_and_closes_once() {
         json!(gov.snapshot.reference().digest)
     );
     let gates: Vec<Value> = ops[2..4].iter().map(|r| payload(r)).collect();
-    assert_eq!(gates[0]["gate"], "guard.tool");
-    assert_eq!(gates[0]["stage"], "guards");
+    assert_eq!(gates[0]["gate"], "precondition.tool");
+    assert_eq!(gates[0]["stage"], "preconditions");
     assert_eq!(gates[1]["gate"], "policy");
     assert_eq!(gates[1]["stage"], "authorize");
     assert_eq!(gates[1]["rule"], "echo");
@@ -452,7 +452,7 @@ fn deferrals_and_containment_denials_happen_before_any_operation_starts() {
 // ---------------------------------------------------------------------------------------------
 
 struct Refusing;
-impl Guard for Refusing {
+impl Precondition for Refusing {
     fn check(&self, call: &CallView<'_>) -> Result<(), String> {
         if call.arguments.contains_key("forbidden") {
             Err("forbidden argument".into())
@@ -488,8 +488,11 @@ fn every_lifecycle_case_closes_its_operation_with_exactly_one_terminal() {
         |b| {
             b.handlers(
                 Handlers::new()
-                    .guard(Scope::All, Arc::new(Refusing))
-                    .transform(Scope::Actions(vec!["null".into()]), Arc::new(Failing)),
+                    .precondition(InterceptorScope::All, Arc::new(Refusing))
+                    .transform(
+                        InterceptorScope::Actions(vec!["null".into()]),
+                        Arc::new(Failing),
+                    ),
             )
         },
     );
@@ -548,7 +551,7 @@ fn every_lifecycle_case_closes_its_operation_with_exactly_one_terminal() {
             RecordType::OperationDenied,
         ),
         (
-            "guard",
+            "precondition",
             exec(request("g-6", "echo", json!({"forbidden": 1})), none()),
             RecordType::OperationDenied,
         ),
@@ -598,7 +601,7 @@ fn every_lifecycle_case_closes_its_operation_with_exactly_one_terminal() {
                 assert_eq!(p["call_executed"], true, "{name}: {p}");
                 assert_eq!(report.outcome.call_executed(), Some(true), "{name}");
             }
-            "denied" | "guard" => {
+            "denied" | "precondition" => {
                 assert_eq!(p["disposition"], "deny");
                 assert_eq!(p["evaluator"], "reducer", "{name}: a recorded gate decided");
                 let gate = p["deciding_gate_record_id"].as_str().unwrap();
@@ -660,14 +663,14 @@ impl SecurityHook for Objects {
     fn name(&self) -> &str {
         self.0
     }
-    async fn check(&self, _: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
+    async fn check(&self, _: &CallView<'_>) -> Result<SecurityVerdict, HandlerError> {
         Ok(if self.1 {
-            HookVerdict::Escalate {
+            SecurityVerdict::Escalate {
                 reason: DecisionReason::new(ReasonCode::Permission, format!("{} asks", self.0)),
                 authority: "reviewer".into(),
             }
         } else {
-            HookVerdict::Deny {
+            SecurityVerdict::Deny {
                 reason: DecisionReason::new(ReasonCode::Permission, format!("{} objects", self.0)),
                 stop: false,
             }
@@ -678,12 +681,12 @@ impl SecurityHook for Objects {
 fn levelled() -> Handlers {
     Handlers::new()
         .security_at(
-            Scope::Actions(vec!["echo".into()]),
+            InterceptorScope::Actions(vec!["echo".into()]),
             Arc::new(Objects("lint", false)),
             GateLevel::Advisory,
         )
         .security_at(
-            Scope::Actions(vec!["null".into()]),
+            InterceptorScope::Actions(vec!["null".into()]),
             Arc::new(Objects("budget", false)),
             GateLevel::Soft,
         )
@@ -1186,9 +1189,9 @@ impl SecurityHook for Sluggish {
     fn name(&self) -> &str {
         "sluggish"
     }
-    async fn check(&self, _: &CallView<'_>) -> Result<HookVerdict, HandlerError> {
+    async fn check(&self, _: &CallView<'_>) -> Result<SecurityVerdict, HandlerError> {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        Ok(HookVerdict::Pass)
+        Ok(SecurityVerdict::Pass)
     }
 }
 
@@ -1202,9 +1205,10 @@ fn cancelled_timed_out_and_ambiguous_outcomes_carry_their_terminal_receipt_befor
         &tools,
         gov.open(&store, "carry", RuntimeProfile::Governed),
         |b| {
-            b.handlers(
-                Handlers::new().security(Scope::Actions(vec!["null".into()]), Arc::new(Sluggish)),
-            )
+            b.handlers(Handlers::new().security(
+                InterceptorScope::Actions(vec!["null".into()]),
+                Arc::new(Sluggish),
+            ))
         },
     );
     let rt = rt();

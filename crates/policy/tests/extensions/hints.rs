@@ -2,7 +2,7 @@
 //! believed only for trusted servers, explicit rules first.
 
 use serde_json::json;
-use warden_policy::hints::Hints;
+use warden_policy::hints;
 use warden_policy::*;
 
 fn snapshot(text: &str) -> PolicySnapshot {
@@ -62,7 +62,7 @@ fn hint_rules_decide_what_no_rule_does() {
 fn mcp_hints_count_only_for_trusted_servers() {
     let s = snapshot(HINTS);
     let read_only =
-        Hints::from_mcp_annotations(&json!({"readOnlyHint": true, "openWorldHint": false}));
+        hints::from_mcp_annotations(&json!({"readOnlyHint": true, "openWorldHint": false}));
     let trusted = Call::new("github__get_issue", json!({})).with_hints(read_only);
     assert_eq!(s.decide(&trusted).decision, Decision::Allow);
     let untrusted = Call::new("files__read", json!({})).with_hints(read_only);

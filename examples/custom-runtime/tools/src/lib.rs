@@ -2,11 +2,12 @@
 //!
 //! Each implements [`warden_executor::Tool`]: a descriptor (name, version, input schema, hints)
 //! and an `invoke` that does the file I/O. Nothing here can run a tool: `invoke` takes an
-//! `InvocationToken` that only Warden's executor mints, after policy, guards and approvals have
-//! passed. The runtime crate registers these tools in a `Registry` and hands it to the executor.
+//! `InvocationToken` that only Warden's executor mints, after policy, preconditions and
+//! approvals have passed. The runtime crate registers these tools in a `Registry` and hands it
+//! to the executor.
 //!
 //! A note is a file directly inside the notes folder, named by a plain file name (`ideas.md`).
-//! Names are checked twice: by the input schema and the tool's intrinsic guard before any policy
+//! Names are checked twice: by the input schema and the tool's precondition before any policy
 //! is consulted (no separator, no `..`, nothing absolute), and again inside `invoke`, which
 //! resolves the file and refuses anything that is not a regular file inside the folder (a
 //! symlink pointing out included).
@@ -163,7 +164,8 @@ fn io(name: &str, e: &std::io::Error) -> ToolError {
     failed(kind, format!("note `{name}`: {e}"))
 }
 
-/// The `name` argument (the executor has validated the schema; this is the guard's copy).
+/// The `name` argument (the executor has validated the schema; this is the precondition's
+/// copy).
 fn name_of(arguments: &Map<String, Value>) -> Result<&str, String> {
     arguments
         .get("name")
@@ -171,8 +173,8 @@ fn name_of(arguments: &Map<String, Value>) -> Result<&str, String> {
         .ok_or_else(|| "`name` must be a string".to_owned())
 }
 
-/// The guard every name-taking tool shares: pure, cheap, before any policy.
-fn guard_name(arguments: &Map<String, Value>) -> Result<(), String> {
+/// The precondition every name-taking tool shares: pure, cheap, before any policy.
+fn name_precondition(arguments: &Map<String, Value>) -> Result<(), String> {
     check_name(name_of(arguments)?)
 }
 
@@ -225,8 +227,8 @@ impl Tool for ReadNote {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
-        guard_name(arguments)
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+        name_precondition(arguments)
     }
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
@@ -315,8 +317,8 @@ impl Tool for DeleteNote {
         &self.descriptor
     }
 
-    fn guard(&self, arguments: &Map<String, Value>) -> Result<(), String> {
-        guard_name(arguments)
+    fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
+        name_precondition(arguments)
     }
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
