@@ -5,20 +5,19 @@ use warden_contracts::RecordType;
 
 use crate::payload::{CloseDisposition, GateLevel, GateVerdict, Payload, TerminalCounts};
 
-/// What the lifecycle rules and the indexes read from a payload; `S` is `&str` (borrowed from
-/// the payload) or `String` (a prepared append's, owned).
+/// What the lifecycle rules and the indexes read from a payload, borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Facts<S> {
+pub(crate) enum Facts<'a> {
     /// `policy_bound`.
     PolicyBound {
-        boundary: S,
-        digest: S,
+        boundary: &'a str,
+        digest: &'a str,
         has_snapshot: bool,
     },
     /// `operation_started`.
     OperationStarted {
-        idempotency_key_digest: Option<S>,
-        approval_id: Option<S>,
+        idempotency_key_digest: Option<&'a str>,
+        approval_id: Option<&'a str>,
     },
     /// `gate_evaluated`.
     Gate {
@@ -26,12 +25,12 @@ pub(crate) enum Facts<S> {
         verdict: GateVerdict,
     },
     /// `exception_granted`.
-    Exception { gate_record_id: S },
+    Exception { gate_record_id: &'a str },
     /// One of the six terminal types.
     Terminal,
     /// `task_closed`.
     TaskClosed {
-        boundary: S,
+        boundary: &'a str,
         disposition: CloseDisposition,
         operations: u64,
         terminals: TerminalCounts,
@@ -44,112 +43,9 @@ pub(crate) enum Facts<S> {
     },
 }
 
-impl<S: AsRef<str>> Facts<S> {
-    /// Borrowed.
-    pub(crate) fn as_str(&self) -> Facts<&str> {
-        match self {
-            Self::PolicyBound {
-                boundary,
-                digest,
-                has_snapshot,
-            } => Facts::PolicyBound {
-                boundary: boundary.as_ref(),
-                digest: digest.as_ref(),
-                has_snapshot: *has_snapshot,
-            },
-            Self::OperationStarted {
-                idempotency_key_digest,
-                approval_id,
-            } => Facts::OperationStarted {
-                idempotency_key_digest: idempotency_key_digest.as_ref().map(AsRef::as_ref),
-                approval_id: approval_id.as_ref().map(AsRef::as_ref),
-            },
-            Self::Gate { level, verdict } => Facts::Gate {
-                level: *level,
-                verdict: *verdict,
-            },
-            Self::Exception { gate_record_id } => Facts::Exception {
-                gate_record_id: gate_record_id.as_ref(),
-            },
-            Self::Terminal => Facts::Terminal,
-            Self::TaskClosed {
-                boundary,
-                disposition,
-                operations,
-                terminals,
-                exceptions,
-            } => Facts::TaskClosed {
-                boundary: boundary.as_ref(),
-                disposition: *disposition,
-                operations: *operations,
-                terminals: *terminals,
-                exceptions: *exceptions,
-            },
-            Self::Superseded {
-                sequence,
-                record_type,
-            } => Facts::Superseded {
-                sequence: *sequence,
-                record_type: *record_type,
-            },
-        }
-    }
-
-    /// Owned (only the few strings the facts hold are copied).
-    pub(crate) fn to_owned(&self) -> Facts<String> {
-        let own = |s: &S| s.as_ref().to_owned();
-        match self {
-            Self::PolicyBound {
-                boundary,
-                digest,
-                has_snapshot,
-            } => Facts::PolicyBound {
-                boundary: own(boundary),
-                digest: own(digest),
-                has_snapshot: *has_snapshot,
-            },
-            Self::OperationStarted {
-                idempotency_key_digest,
-                approval_id,
-            } => Facts::OperationStarted {
-                idempotency_key_digest: idempotency_key_digest.as_ref().map(own),
-                approval_id: approval_id.as_ref().map(own),
-            },
-            Self::Gate { level, verdict } => Facts::Gate {
-                level: *level,
-                verdict: *verdict,
-            },
-            Self::Exception { gate_record_id } => Facts::Exception {
-                gate_record_id: own(gate_record_id),
-            },
-            Self::Terminal => Facts::Terminal,
-            Self::TaskClosed {
-                boundary,
-                disposition,
-                operations,
-                terminals,
-                exceptions,
-            } => Facts::TaskClosed {
-                boundary: own(boundary),
-                disposition: *disposition,
-                operations: *operations,
-                terminals: *terminals,
-                exceptions: *exceptions,
-            },
-            Self::Superseded {
-                sequence,
-                record_type,
-            } => Facts::Superseded {
-                sequence: *sequence,
-                record_type: *record_type,
-            },
-        }
-    }
-}
-
 impl Payload {
     /// The payload's facts.
-    pub(crate) fn facts(&self) -> Facts<&str> {
+    pub(crate) fn facts(&self) -> Facts<'_> {
         match self {
             Self::PolicyBound(p) => Facts::PolicyBound {
                 boundary: p.task_boundary_id.as_str(),

@@ -356,7 +356,7 @@ impl OperationStart {
 /// One gate evaluation, as the executor reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateEvaluation {
-    /// The evaluator (`session_gate`, `guard.path`, `policy`, …).
+    /// The evaluator (`session_gate`, `precondition.tool`, `policy`, …).
     pub gate: String,
     /// Its stage.
     pub stage: Stage,
@@ -616,10 +616,10 @@ impl std::fmt::Debug for Inner {
 
 /// Records one task boundary's governed evidence: the executor's handle on its chain.
 ///
-/// Appends from concurrent operations are pipelined: each is prepared outside the recorder's
-/// lock ([`GovernedStore::prepare`]), the recorder assigns sequences under a short lock and the
-/// store commits them in order (with group commit on SQLite), so concurrent operations prepare
-/// in parallel and share fsyncs.
+/// Appends from concurrent operations are pipelined: the recorder assigns sequences under a
+/// short lock and hands each append to the store there ([`GovernedStore::append_typed`]), and the
+/// store commits them in order (with group commit on SQLite), so concurrent operations share
+/// fsyncs.
 #[derive(Debug, Clone)]
 pub struct GovernedRecorder {
     inner: Arc<Inner>,
@@ -1168,6 +1168,16 @@ impl GovernedRecorder {
         st.terminals.add(t);
     }
 
+    /// Closes `op` before its call ran: the terminal record for `kind`, `call_executed = false`.
+    async fn close_unrun(
+        &self,
+        op: &OperationId,
+        kind: &TerminalKind,
+    ) -> Result<AppendReceipt, GovernanceError> {
+        self.terminal(op, terminal_payload(kind, false, 0)?, false)
+            .await
+    }
+
     async fn terminal(
         &self,
         op: &OperationId,
@@ -1402,11 +1412,7 @@ impl UnacknowledgedOperation {
                 self.operation_id
             )));
         }
-        let payload = terminal_payload(&kind, false, 0)?;
-        let r = self
-            .recorder
-            .terminal(&self.operation_id, payload, false)
-            .await;
+        let r = self.recorder.close_unrun(&self.operation_id, &kind).await;
         self.done = r.is_ok() || !self.recorder.is_open(&self.operation_id);
         r
     }
@@ -1674,11 +1680,7 @@ impl OperationHandle {
         mut self,
         kind: TerminalKind,
     ) -> Result<AppendReceipt, GovernanceError> {
-        let payload = terminal_payload(&kind, false, 0)?;
-        let r = self
-            .recorder
-            .terminal(&self.operation_id, payload, false)
-            .await?;
+        let r = self.recorder.close_unrun(&self.operation_id, &kind).await?;
         self.done = true;
         Ok(r)
     }
@@ -1758,16 +1760,12 @@ impl InvocationPermit {
     pub async fn begin(mut self) -> Result<InFlight, GovernanceError> {
         if let Err(f) = fault::point("governed.before_invoke") {
             // An injected failure before the call: close it as failed, not reached.
-            let payload = terminal_payload(
-                &TerminalKind::Failed {
-                    kind: "injected_fault".into(),
-                    message_digest: None,
-                },
-                false,
-                0,
-            )?;
+            let failed = TerminalKind::Failed {
+                kind: "injected_fault".into(),
+                message_digest: None,
+            };
             self.recorder
-                .terminal(&self.operation_id, payload, false)
+                .close_unrun(&self.operation_id, &failed)
                 .await?;
             self.done = true;
             return Err(pre_call(EvidenceError::Unavailable {
@@ -1789,11 +1787,7 @@ impl InvocationPermit {
         mut self,
         kind: TerminalKind,
     ) -> Result<AppendReceipt, GovernanceError> {
-        let payload = terminal_payload(&kind, false, 0)?;
-        let r = self
-            .recorder
-            .terminal(&self.operation_id, payload, false)
-            .await?;
+        let r = self.recorder.close_unrun(&self.operation_id, &kind).await?;
         self.done = true;
         Ok(r)
     }

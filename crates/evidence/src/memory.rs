@@ -15,8 +15,10 @@ use warden_contracts::{
 
 use crate::journal::{self, JournalAppend, JournalRecord};
 use crate::record::{self, AppendFields, Family, PreparedEvidence};
-use crate::store::{self, AppendFuture, GovernedStore, JournalStore, OperationRef, TypedAppend};
-use crate::verify::{self, ChainTracker, Expected, Report, View};
+use crate::store::{
+    self, AppendFuture, GovernedStore, JournalStore, OperationRef, Sealed, TypedAppend,
+};
+use crate::verify::{self, ChainTracker, Expected, Report};
 
 /// One chain: its records and the tracker that checked them.
 #[derive(Debug)]
@@ -70,54 +72,33 @@ impl State {
         entry: &EvidenceAppend,
         prepared: Result<PreparedEvidence, EvidenceError>,
     ) -> Result<AppendReceipt, EvidenceError> {
-        let a = AppendFields::evidence(entry);
-        let chain = self.evidence.get(&entry.chain_id).map(|c| &c.tracker);
-        let head = chain.and_then(ChainTracker::head);
-        let seal = record::seal_on(&a, prepared.as_ref().map(|p| &p.payload), head)?;
-        let PreparedEvidence { payload, facts } = prepared?;
-        let facts = facts.as_str();
-        let view = View {
-            fields: seal.fields(&a, &payload),
-            record_id: &seal.record_id,
-            record_type: entry.record_type,
-            operation_id: entry.operation_id.as_ref(),
-            supersedes_record_id: entry.supersedes_record_id.as_ref(),
-        };
         let empty;
-        let tracker = match chain {
-            Some(tracker) => tracker,
+        let tracker = match self.evidence.get(&entry.chain_id) {
+            Some(chain) => &chain.tracker,
             None => {
                 empty = ChainTracker::new(Family::Evidence, entry.chain_id.clone());
                 &empty
             }
         };
-        let pending = tracker
-            .check_sealed(&view, facts)
-            .map_err(|f| store::refused(&f))?;
-        let index = store::index_entries(&facts);
-        if let Some(key) = &index.idempotency_key_digest
+        let sealed = Sealed::check(tracker, entry, prepared)?;
+        if let Some(key) = &sealed.index.idempotency_key_digest
             && let Some(existing) = self.idempotency.get(key)
         {
             return Err(store::duplicate_key(existing));
         }
-        if let Some(approval) = &index.approval_id
+        if let Some(approval) = &sealed.index.approval_id
             && let Some(existing) = self.approvals.get(approval)
         {
             return Err(store::approval_used(existing));
         }
-        if seal.sequence == 0 {
+        if sealed.seal.sequence == 0 {
             self.claim_record_ids(Family::Evidence, &entry.chain_id)?;
         }
-        if let Some(op) = store::operation_ref(
-            &entry.chain_id,
-            entry.operation_id.as_ref(),
-            seal.record_id.as_str(),
-            seal.sequence,
-        ) {
-            if let Some(key) = index.idempotency_key_digest {
+        if let Some(op) = sealed.operation_ref(entry) {
+            if let Some(key) = sealed.index.idempotency_key_digest.clone() {
                 self.idempotency.insert(key, op.clone());
             }
-            if let Some(approval) = index.approval_id {
+            if let Some(approval) = sealed.index.approval_id.clone() {
                 self.approvals.insert(approval, op);
             }
         }
@@ -125,8 +106,8 @@ impl State {
             .evidence
             .entry(entry.chain_id.clone())
             .or_insert_with(|| Chain::new(Family::Evidence, &entry.chain_id));
-        chain.tracker.apply(&view, &seal.chain_hash, pending);
-        let receipt = seal.receipt(&entry.chain_id);
+        let (receipt, seal, payload) = sealed.apply(&mut chain.tracker, entry);
+        let a = AppendFields::evidence(entry);
         chain
             .records
             .push(seal.into_record(&a, entry.record_type, payload).into());
@@ -252,7 +233,7 @@ impl EvidenceStore for MemoryStore {
 impl GovernedStore for MemoryStore {
     fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_> {
         let (entry, payload) = append.split(expected_sequence);
-        let prepared = record::prepare_typed(entry.record_type, &payload);
+        let prepared = record::prepare_typed(entry.record_type, payload);
         let result = lock(&self.state).append(&entry, prepared);
         Box::pin(async move { result })
     }

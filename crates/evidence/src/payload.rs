@@ -242,7 +242,7 @@ pub struct OperationStarted {
 pub struct GateEvaluated {
     /// Digest of the arguments it evaluated.
     pub arguments_digest: Digest,
-    /// The evaluator (`session_gate`, `guard.path`, `policy`, …).
+    /// The evaluator (`session_gate`, `precondition.tool`, `policy`, …).
     pub gate: Label,
     /// How much its deny weighs.
     pub level: GateLevel,

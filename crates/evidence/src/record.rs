@@ -20,7 +20,6 @@ use warden_contracts::{
     HASH_ALGORITHM, OperationId, RecordId, RecordType, Timestamp,
 };
 
-use crate::facts::Facts;
 use crate::payload::{self, Payload};
 
 /// The two record families. Both chain the same way; only evidence is ever certified.
@@ -377,12 +376,12 @@ impl Prepared {
     }
 }
 
-/// An evidence append's payload checked against its type and canonicalized, with the facts
-/// the lifecycle rules and the indexes read from it.
+/// An evidence append's payload checked against its type and canonicalized, with the typed
+/// payload the lifecycle rules and the indexes read their facts from.
 #[derive(Debug, Clone)]
 pub(crate) struct PreparedEvidence {
     pub(crate) payload: Prepared,
-    pub(crate) facts: Facts<String>,
+    pub(crate) typed: Payload,
 }
 
 fn refused(record_type: RecordType, e: impl fmt::Display) -> EvidenceError {
@@ -396,7 +395,7 @@ pub(crate) fn prepare_parsed(entry: &EvidenceAppend) -> Result<PreparedEvidence,
         .map_err(|e| refused(entry.record_type, e))?;
     Ok(PreparedEvidence {
         payload: Prepared::of_value(&entry.payload)?,
-        facts: typed.facts().to_owned(),
+        typed,
     })
 }
 
@@ -404,17 +403,17 @@ pub(crate) fn prepare_parsed(entry: &EvidenceAppend) -> Result<PreparedEvidence,
 /// ([`Payload::check`], as a parsed one is) and canonicalized straight from its `Serialize`.
 pub(crate) fn prepare_typed(
     record_type: RecordType,
-    payload: &Payload,
+    payload: Payload,
 ) -> Result<PreparedEvidence, EvidenceError> {
     if payload.record_type() != record_type {
         let other = record_type_str(payload.record_type());
         return Err(refused(record_type, format!("a {other} payload")));
     }
     payload.check().map_err(|e| refused(record_type, e))?;
-    let json = canonical::to_canonical_string_of(payload).map_err(|e| invalid(e.to_string()))?;
+    let json = canonical::to_canonical_string_of(&payload).map_err(|e| invalid(e.to_string()))?;
     Ok(PreparedEvidence {
         payload: Prepared::of_text(json),
-        facts: payload.facts().to_owned(),
+        typed: payload,
     })
 }
 

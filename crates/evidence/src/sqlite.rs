@@ -51,9 +51,9 @@ use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
 use crate::record::{self, AppendFields, Family, Prepared, PreparedEvidence, Record, RecordKind};
 use crate::store::{
-    self, AppendFuture, GovernedStore, IndexEntries, JournalStore, OperationRef, TypedAppend,
+    self, AppendFuture, GovernedStore, JournalStore, OperationRef, Sealed, TypedAppend,
 };
-use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report, View};
+use crate::verify::{self, ChainRecord, ChainTracker, Expected, FailureDetail, Report};
 
 /// The embedded default store, relative to the working directory.
 pub const DEFAULT_PATH: &str = ".warden/evidence.db";
@@ -274,7 +274,7 @@ impl JobOp {
 
     fn typed(append: TypedAppend, expected_sequence: u64) -> Self {
         let (entry, payload) = append.split(expected_sequence);
-        let prepared = record::prepare_typed(entry.record_type, &payload);
+        let prepared = record::prepare_typed(entry.record_type, payload);
         Self::Evidence(entry, prepared)
     }
 
@@ -1931,28 +1931,12 @@ fn append_evidence(
 ) -> Result<AppendReceipt, Step> {
     let conn = statements.conn;
     let tracker = tracker(conn, trackers, Family::Evidence, &entry.chain_id, fresh)?;
-    let a = AppendFields::evidence(&entry);
-    let seal = record::seal_on(&a, prepared.as_ref().map(|p| &p.payload), tracker.head())
-        .map_err(Step::Refused)?;
-    let PreparedEvidence { payload, facts } = prepared.map_err(Step::Refused)?;
-    let facts = facts.as_str();
-    let view = View {
-        fields: seal.fields(&a, &payload),
-        record_id: &seal.record_id,
-        record_type: entry.record_type,
-        operation_id: entry.operation_id.as_ref(),
-        supersedes_record_id: entry.supersedes_record_id.as_ref(),
-    };
-    let index = store::index_entries(&facts);
-    let pending = tracker
-        .check_sealed(&view, facts)
-        .map_err(|f| Step::Refused(store::refused(&f)))?;
-    if seal.sequence == 0 {
+    let sealed = Sealed::check(tracker, &entry, prepared).map_err(Step::Refused)?;
+    if sealed.seal.sequence == 0 {
         claim_record_ids(conn, Family::Evidence, &entry.chain_id)?;
     }
-    insert_index_entries(conn, &index, &entry.chain_id, &view)?;
-    tracker.apply(&view, &seal.chain_hash, pending);
-    let receipt = seal.receipt(&entry.chain_id);
+    insert_index_entries(conn, &sealed, &entry)?;
+    let (receipt, seal, payload) = sealed.apply(tracker, &entry);
     statements
         .push(
             Family::Evidence,
@@ -2005,19 +1989,14 @@ fn append_journal(
 /// both are free.
 fn insert_index_entries(
     conn: &Connection,
-    index: &IndexEntries,
-    chain_id: &ChainId,
-    view: &View<'_>,
+    sealed: &Sealed,
+    entry: &EvidenceAppend,
 ) -> Result<(), Step> {
+    let index = &sealed.index;
     if index.idempotency_key_digest.is_none() && index.approval_id.is_none() {
         return Ok(());
     }
-    let Some(op) = store::operation_ref(
-        chain_id,
-        view.operation_id,
-        view.fields.record_id,
-        view.fields.sequence,
-    ) else {
+    let Some(op) = sealed.operation_ref(entry) else {
         return Ok(());
     };
     let key = index.idempotency_key_digest.as_ref().map(Digest::as_str);

@@ -14,7 +14,8 @@ use warden_contracts::{
 use crate::facts::Facts;
 use crate::journal::{JournalAppend, JournalRecord};
 use crate::payload::{self, Payload};
-use crate::verify::{Expected, FailureDetail, Report};
+use crate::record::{self, AppendFields, Prepared, PreparedEvidence, Seal};
+use crate::verify::{ChainTracker, Expected, FailureDetail, Pending, Report, View};
 
 /// The `operation_started` record an idempotency key or an approval is bound to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -155,6 +156,71 @@ pub trait JournalStore {
     -> Result<Report, EvidenceError>;
 }
 
+/// An evidence append sealed onto its chain's head and passed by the chain's tracker, nothing
+/// changed yet: what a store checks against its indexes, applies to the tracker and stores. Both
+/// stores append through it, so they refuse exactly the same appends.
+pub(crate) struct Sealed {
+    pub(crate) seal: Seal,
+    pub(crate) payload: Prepared,
+    pub(crate) index: IndexEntries,
+    pending: Pending,
+}
+
+impl Sealed {
+    /// Seals a prepared `entry` onto `tracker`'s head and checks it against the chain's rules.
+    pub(crate) fn check(
+        tracker: &ChainTracker,
+        entry: &EvidenceAppend,
+        prepared: Result<PreparedEvidence, EvidenceError>,
+    ) -> Result<Self, EvidenceError> {
+        let a = AppendFields::evidence(entry);
+        let seal = record::seal_on(&a, prepared.as_ref().map(|p| &p.payload), tracker.head())?;
+        let PreparedEvidence { payload, typed } = prepared?;
+        let facts = typed.facts();
+        let pending = tracker
+            .check_sealed(&view(entry, &seal, &payload), facts)
+            .map_err(|f| refused(&f))?;
+        Ok(Self {
+            index: index_entries(&facts),
+            seal,
+            payload,
+            pending,
+        })
+    }
+
+    /// The `operation_started` record this record's index entries point to.
+    pub(crate) fn operation_ref(&self, entry: &EvidenceAppend) -> Option<OperationRef> {
+        Some(OperationRef {
+            chain_id: entry.chain_id.clone(),
+            operation_id: entry.operation_id.clone()?,
+            record_id: self.seal.record_id.clone(),
+            sequence: self.seal.sequence,
+        })
+    }
+
+    /// Applies the record to its chain's tracker: its receipt, and the parts to store.
+    pub(crate) fn apply(
+        self,
+        tracker: &mut ChainTracker,
+        entry: &EvidenceAppend,
+    ) -> (AppendReceipt, Seal, Prepared) {
+        let view = view(entry, &self.seal, &self.payload);
+        tracker.apply(&view, &self.seal.chain_hash, self.pending);
+        (self.seal.receipt(&entry.chain_id), self.seal, self.payload)
+    }
+}
+
+/// A sealed evidence record as the lifecycle rules see it.
+fn view<'a>(entry: &'a EvidenceAppend, seal: &'a Seal, payload: &'a Prepared) -> View<'a> {
+    View {
+        fields: seal.fields(&AppendFields::evidence(entry), payload),
+        record_id: &seal.record_id,
+        record_type: entry.record_type,
+        operation_id: entry.operation_id.as_ref(),
+        supersedes_record_id: entry.supersedes_record_id.as_ref(),
+    }
+}
+
 /// The index entries an `operation_started` record carries.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IndexEntries {
@@ -162,7 +228,7 @@ pub(crate) struct IndexEntries {
     pub(crate) approval_id: Option<ApprovalId>,
 }
 
-pub(crate) fn index_entries(facts: &Facts<&str>) -> IndexEntries {
+fn index_entries(facts: &Facts<'_>) -> IndexEntries {
     match facts {
         Facts::OperationStarted {
             idempotency_key_digest,
@@ -173,21 +239,6 @@ pub(crate) fn index_entries(facts: &Facts<&str>) -> IndexEntries {
         },
         _ => IndexEntries::default(),
     }
-}
-
-/// The `operation_started` record an index entry points to.
-pub(crate) fn operation_ref(
-    chain_id: &ChainId,
-    operation_id: Option<&OperationId>,
-    record_id: &str,
-    sequence: u64,
-) -> Option<OperationRef> {
-    Some(OperationRef {
-        chain_id: chain_id.clone(),
-        operation_id: operation_id?.clone(),
-        record_id: RecordId::new(record_id).ok()?,
-        sequence,
-    })
 }
 
 pub(crate) fn refused(failure: &FailureDetail) -> EvidenceError {

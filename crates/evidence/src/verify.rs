@@ -473,13 +473,13 @@ impl ChainTracker {
     pub(crate) fn check_sealed(
         &self,
         v: &View<'_>,
-        facts: Facts<&str>,
+        facts: Facts<'_>,
     ) -> Result<Pending, FailureDetail> {
         self.check_link(&v.fields)?;
         self.check_parsed(v, facts).map(Pending)
     }
 
-    fn check_parsed(&self, r: &View<'_>, facts: Facts<&str>) -> Result<Change, FailureDetail> {
+    fn check_parsed(&self, r: &View<'_>, facts: Facts<'_>) -> Result<Change, FailureDetail> {
         use VerificationFailure as V;
         let l = &self.lifecycle;
         let f = &r.fields;

@@ -1448,6 +1448,13 @@ impl EvidenceStore for Faulty {
 
 #[async_trait]
 impl GovernedStore for Faulty {
+    fn append_typed(
+        &self,
+        append: warden_evidence::TypedAppend,
+        expected_sequence: u64,
+    ) -> warden_evidence::AppendFuture<'_> {
+        self.append(append.into_append(expected_sequence))
+    }
     async fn chains(&self) -> Result<Vec<ChainId>, EvidenceError> {
         self.inner.chains().await
     }

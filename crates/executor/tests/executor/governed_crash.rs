@@ -191,7 +191,7 @@ fn case(point: &str, nth: u32, action: Action) -> Case {
 
 #[test]
 fn a_governed_executor_killed_at_every_fault_point_recovers_without_repeating_the_call() {
-    // A fresh run appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate guard.tool,
+    // A fresh run appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate precondition.tool,
     // 5 gate policy, 6 callable_completed, 7 task_closed; each its own group commit; one
     // invocation between 5 and 6; two projection transactions.
     let mut cases = Vec::new();
@@ -303,7 +303,7 @@ fn injected_append_failures_before_the_call_prevent_it_and_after_it_never_retry(
 #[test]
 fn a_pre_call_append_stored_but_unacknowledged_never_runs_the_call_and_the_run_closes_it() {
     // `governed.after_append` failing (`error`): the record is stored, then its append fails.
-    // Appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate guard.tool, 5 gate policy.
+    // Appends: 1 genesis, 2 policy_bound, 3 operation_started, 4 gate precondition.tool, 5 gate policy.
     for n in 1..=5 {
         let c = case("governed.after_append", n, Action::Error);
         let first = c.log.lines().next().unwrap();
