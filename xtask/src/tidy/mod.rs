@@ -6,7 +6,8 @@
 //!   `#[should_panic(expected = "…")]`);
 //! - every crate root (`lib.rs`, or `main.rs` for a binary-only crate) states its
 //!   `**Invariant:**` and what it `**Must never:**` do;
-//! - every workspace crate appears in `docs/ARCHITECTURE.md`;
+//! - every workspace crate, every module of a crate's `src/` (a file or a folder) and every
+//!   executor stage file appears in `docs/ARCHITECTURE.md`, by its path;
 //! - no `rust-toolchain.toml` pins a toolchain the machine may not have;
 //! - the repository stands alone: every path and `docs/…#anchor` its code and docs cite exists
 //!   inside it, and no tracker label stands in for a name (see [`references`]);
@@ -167,7 +168,7 @@ fn check_architecture_map(root: &Path, findings: &mut Vec<Finding>) -> anyhow::R
         });
         return Ok(());
     };
-    for (name, _) in crate_roots(root)? {
+    for (name, crate_root) in crate_roots(root)? {
         if !map.contains(&format!("`{name}`")) {
             findings.push(Finding {
                 path: "docs/ARCHITECTURE.md".into(),
@@ -175,8 +176,45 @@ fn check_architecture_map(root: &Path, findings: &mut Vec<Finding>) -> anyhow::R
                 message: format!("crate `{name}` is not in the code map"),
             });
         }
+        if let Some(src) = crate_root.parent() {
+            for module in modules(root, src)? {
+                if !map.contains(&format!("`{module}")) {
+                    findings.push(Finding {
+                        path: "docs/ARCHITECTURE.md".into(),
+                        line: 1,
+                        message: format!("module `{module}` is not in the code map"),
+                    });
+                }
+            }
+        }
+    }
+    for stage in modules(root, &root.join("crates/executor/src/stages"))? {
+        if !stage.ends_with("/mod.rs") && !map.contains(&format!("`{stage}`")) {
+            findings.push(Finding {
+                path: "docs/ARCHITECTURE.md".into(),
+                line: 1,
+                message: format!("executor stage `{stage}` is not in the code map"),
+            });
+        }
     }
     Ok(())
+}
+
+/// The modules directly in `src`, as paths from the root: each `.rs` file but the crate root
+/// (`name.rs`), and each folder (`name/`).
+fn modules(root: &Path, src: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(src)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            out.push(format!("{}/", relative(root, &path)));
+        } else if name.ends_with(".rs") && name != "lib.rs" && name != "main.rs" {
+            out.push(relative(root, &path));
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
