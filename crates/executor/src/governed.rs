@@ -345,6 +345,28 @@ impl OpState {
             self.error = Some(e);
         }
     }
+
+    /// The closing record is durable: its receipt, and the operation is closed.
+    fn closed(&mut self, record_type: RecordType, receipt: AppendReceipt) {
+        self.push(record_type, receipt);
+        self.phase = Phase::Closed;
+    }
+
+    /// A closing append failed and consumed the handle: the operation stays open until
+    /// start-up recovery closes it.
+    fn lost(&mut self, e: GovernanceError) {
+        self.fail(e);
+        self.phase = Phase::Lost;
+    }
+
+    /// Settles the operation on the result of its closing append ([`Self::closed`] or
+    /// [`Self::lost`]).
+    fn settle(&mut self, record_type: RecordType, result: Result<AppendReceipt, GovernanceError>) {
+        match result {
+            Ok(receipt) => self.closed(record_type, receipt),
+            Err(e) => self.lost(e),
+        }
+    }
 }
 
 /// One request's governed operation: the one interface between the executor's stage plan and
@@ -598,8 +620,7 @@ impl Operation<'_> {
             }
             Ok(Authorization::Denied { reduction, receipt })
             | Ok(Authorization::Escalated { reduction, receipt }) => {
-                st.push(RecordType::OperationDenied, receipt);
-                st.phase = Phase::Closed;
+                st.closed(RecordType::OperationDenied, receipt);
                 Err((
                     DecisionReason::new(
                         reduction.reason_code,
@@ -610,8 +631,7 @@ impl Operation<'_> {
             }
             Err(e) => {
                 let reason = evidence_reason(&e);
-                st.fail(e);
-                st.phase = Phase::Lost;
+                st.lost(e);
                 Err((reason, "evidence"))
             }
         }
@@ -686,16 +706,7 @@ async fn close(
         Phase::Open(handle) => close_open(st, handle, outcome, deadline).await,
         Phase::Permitted(permit) => {
             let kind = before_call_kind(&outcome, deadline);
-            match permit.close_before_call(kind.clone()).await {
-                Ok(r) => {
-                    st.push(terminal_type(&kind), r);
-                    st.phase = Phase::Closed;
-                }
-                Err(e) => {
-                    st.fail(e);
-                    st.phase = Phase::Lost;
-                }
-            }
+            st.settle(terminal_type(&kind), permit.close_before_call(kind).await);
             outcome
         }
         Phase::InFlight(call) => {
@@ -732,16 +743,14 @@ async fn close(
             let record_type = terminal_type(&kind);
             match call.finish(kind).await {
                 Ok(r) => {
-                    st.push(record_type, r);
-                    st.phase = Phase::Closed;
+                    st.closed(record_type, r);
                     outcome
                 }
                 Err(e) => {
                     let message = format!(
                         "the call ran, but its terminal evidence could not be recorded ({e}); it is not retried"
                     );
-                    st.fail(e);
-                    st.phase = Phase::Lost;
+                    st.lost(e);
                     unrecorded(outcome, message)
                 }
             }
@@ -797,16 +806,7 @@ async fn close_unacknowledged(
             (RecordType::OperationDenied, handle.deny(denial).await)
         }
     };
-    match result {
-        Ok(r) => {
-            st.push(record_type, r);
-            st.phase = Phase::Closed;
-        }
-        Err(e) => {
-            st.fail(e);
-            st.phase = Phase::Lost;
-        }
-    }
+    st.settle(record_type, result);
 }
 
 async fn close_open(
@@ -823,11 +823,10 @@ async fn close_open(
             };
             let result =
                 if handle.reduction(true).disposition == warden_contracts::Disposition::Escalate {
-                    handle.authorize(Some(escalation)).await.map(|a| match a {
-                        Authorization::Escalated { receipt, .. }
-                        | Authorization::Denied { receipt, .. } => Some(receipt),
-                        Authorization::Permitted(_) => None,
-                    })
+                    handle
+                        .authorize(Some(escalation))
+                        .await
+                        .map(refusal_receipt)
                 } else {
                     handle
                         .deny(Denial {
@@ -850,11 +849,10 @@ async fn close_open(
             let result = if reduction.disposition == warden_contracts::Disposition::Deny
                 && reduction.deciding_gate.is_some()
             {
-                handle.authorize_with(None, *stop).await.map(|a| match a {
-                    Authorization::Denied { receipt, .. }
-                    | Authorization::Escalated { receipt, .. } => Some(receipt),
-                    Authorization::Permitted(_) => None,
-                })
+                handle
+                    .authorize_with(None, *stop)
+                    .await
+                    .map(refusal_receipt)
             } else {
                 handle
                     .deny(Denial {
@@ -865,31 +863,15 @@ async fn close_open(
                     .await
                     .map(Some)
             };
-            match result {
-                Ok(Some(r)) => {
-                    st.push(RecordType::OperationDenied, r);
-                    st.phase = Phase::Closed;
-                }
-                Ok(None) => st.phase = Phase::Lost,
-                Err(e) => {
-                    st.fail(e);
-                    st.phase = Phase::Lost;
-                }
+            match result.transpose() {
+                Some(result) => st.settle(RecordType::OperationDenied, result),
+                None => st.phase = Phase::Lost,
             }
             outcome
         }
         _ => {
             let kind = before_call_kind(&outcome, deadline);
-            match handle.close_before_call(kind.clone()).await {
-                Ok(r) => {
-                    st.push(terminal_type(&kind), r);
-                    st.phase = Phase::Closed;
-                }
-                Err(e) => {
-                    st.fail(e);
-                    st.phase = Phase::Lost;
-                }
-            }
+            st.settle(terminal_type(&kind), handle.close_before_call(kind).await);
             outcome
         }
     }
@@ -904,8 +886,7 @@ fn close_escalated(
 ) -> ExecutionOutcome {
     match result {
         Ok(Some(r)) => {
-            st.push(RecordType::OperationDenied, r);
-            st.phase = Phase::Closed;
+            st.closed(RecordType::OperationDenied, r);
             outcome
         }
         Ok(None) => {
@@ -916,8 +897,7 @@ fn close_escalated(
         }
         Err(e) => {
             let reason = evidence_reason(&e);
-            st.fail(e);
-            st.phase = Phase::Lost;
+            st.lost(e);
             ExecutionOutcome::Denied {
                 request_id: outcome.request_id().clone(),
                 profile: outcome.profile(),
@@ -927,6 +907,17 @@ fn close_escalated(
                 evidence: Vec::new(),
             }
         }
+    }
+}
+
+/// The `operation_denied` receipt of an authorization that refused the call (`None` when it
+/// permitted it).
+fn refusal_receipt(authorization: Authorization) -> Option<AppendReceipt> {
+    match authorization {
+        Authorization::Denied { receipt, .. } | Authorization::Escalated { receipt, .. } => {
+            Some(receipt)
+        }
+        Authorization::Permitted(_) => None,
     }
 }
 

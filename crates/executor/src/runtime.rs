@@ -514,39 +514,47 @@ fn check_permissions(
     snapshot: &PolicySnapshot,
     supplied: Option<&PermissionSet>,
 ) -> Result<(), ComposeError> {
-    let declared = snapshot.permissions();
+    let declared: Vec<&PermissionInfo> = snapshot.permissions().iter().collect();
     let supplied: Vec<&PermissionInfo> = supplied.map(|s| s.infos().collect()).unwrap_or_default();
-    if let Some(missing) = declared
-        .iter()
-        .find(|d| !supplied.iter().any(|s| s.name == d.name))
-    {
+    if let Some(missing) = first_unnamed(&declared, &supplied) {
         return Err(ComposeError::MissingPermission {
             name: missing.name.clone(),
             version: missing.version.clone(),
         });
     }
-    if let Some(extra) = supplied
-        .iter()
-        .find(|s| !declared.iter().any(|d| d.name == s.name))
-    {
+    if let Some(extra) = first_unnamed(&supplied, &declared) {
         return Err(ComposeError::UndeclaredPermission {
             name: extra.name.clone(),
             version: extra.version.clone(),
         });
     }
-    if declared.iter().zip(&supplied).any(|(d, s)| d != *s) {
-        let show = |list: &mut dyn Iterator<Item = &PermissionInfo>| {
-            list.map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    if declared.iter().zip(&supplied).any(|(d, s)| d != s) {
+        let show = |list: &[&PermissionInfo]| {
+            list.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         return Err(ComposeError::PermissionMismatch {
             detail: format!(
                 "declared [{}], supplied [{}]",
-                show(&mut declared.iter()),
-                show(&mut supplied.iter().copied())
+                show(&declared),
+                show(&supplied)
             ),
         });
     }
     Ok(())
+}
+
+/// The first permission of `these` that `others` does not name.
+fn first_unnamed<'p>(
+    these: &[&'p PermissionInfo],
+    others: &[&PermissionInfo],
+) -> Option<&'p PermissionInfo> {
+    these
+        .iter()
+        .copied()
+        .find(|t| !others.iter().any(|o| o.name == t.name))
 }
 
 /// Governed start-up: recovers interrupted runs' chains, then opens or resumes this one.
@@ -574,14 +582,7 @@ async fn start_governed(
                 chain: chain.to_string(),
             });
         }
-        let (governance, operations) = Governance::resume(
-            Arc::clone(&governed.store),
-            chain.clone(),
-            governed.profile,
-            Arc::clone(&governed.clock),
-        )
-        .await
-        .map_err(failed(&chain))?;
+        let (governance, operations) = resume(governed, &chain).await?;
         recovered.push(StartupRecovery::Resumed { chain, operations });
         return Ok(governance);
     }
@@ -624,14 +625,7 @@ async fn recover_interrupted(
             recovered.push(StartupRecovery::LeftOpen { chain: other, why });
             continue;
         }
-        let (governance, operations) = Governance::resume(
-            Arc::clone(&governed.store),
-            other.clone(),
-            governed.profile,
-            Arc::clone(&governed.clock),
-        )
-        .await
-        .map_err(failed(&other))?;
+        let (governance, operations) = resume(governed, &other).await?;
         governance
             .recorder()
             .close(CloseDisposition::Abandoned)
@@ -643,6 +637,21 @@ async fn recover_interrupted(
         });
     }
     Ok(())
+}
+
+/// Resumes `chain`'s open boundary, recovering the operations a crash left open.
+async fn resume(
+    governed: &Governed,
+    chain: &ChainId,
+) -> Result<(Governance, Vec<Recovered>), ComposeError> {
+    Governance::resume(
+        Arc::clone(&governed.store),
+        chain.clone(),
+        governed.profile,
+        Arc::clone(&governed.clock),
+    )
+    .await
+    .map_err(failed(chain))
 }
 
 /// A governance failure on `chain`, as a composition error.
@@ -668,21 +677,15 @@ fn store_failed(chain: &ChainId) -> impl Fn(warden_contracts::EvidenceError) -> 
 
 /// Whether `chain`'s last record leaves its task boundary open.
 async fn is_open(governed: &Governed, chain: &ChainId) -> Result<bool, ComposeError> {
-    let failed = |source| ComposeError::Governance {
-        chain: chain.to_string(),
-        source: Box::new(GovernanceError::Evidence {
-            call_executed: false,
-            source,
-        }),
-    };
-    let Some(head) = governed.store.head(chain).await.map_err(failed)? else {
+    let failed = store_failed(chain);
+    let Some(head) = governed.store.head(chain).await.map_err(&failed)? else {
         return Ok(false);
     };
     let last = governed
         .store
         .read(chain, head.sequence.checked_sub(1), 1)
         .await
-        .map_err(failed)?;
+        .map_err(&failed)?;
     Ok(last
         .first()
         .is_none_or(|r| r.record_type != warden_contracts::RecordType::TaskClosed))

@@ -22,7 +22,22 @@ use crate::plan::ExecutionPlan;
 pub(crate) async fn authorize(run: &mut Run<'_>) -> Flow {
     let plan = run.plan(Stage::Authorize)?;
     run.trace.ran(Stage::Authorize);
-    match security::pass(run, plan, false).await {
+    let security = security::pass(run, plan, false).await;
+    conclude(run, Stage::Authorize, plan, security, "authorized")
+}
+
+/// Acts on a security pass's conclusion at `stage`: an allow takes the receipts that approved
+/// the call and any replacement arguments (only a first pass replaces them) and continues,
+/// traced with `allowed`; a deny refuses; an escalation ends the request as `escalated` for
+/// the arguments the pass evaluated ([`escalate`]).
+pub(crate) fn conclude(
+    run: &mut Run<'_>,
+    stage: Stage,
+    plan: &ExecutionPlan,
+    security: Security,
+    allowed: &str,
+) -> Flow {
+    match security {
         Security::Allow {
             replacement,
             approved_by,
@@ -35,9 +50,9 @@ pub(crate) async fn authorize(run: &mut Run<'_>) -> Flow {
                 run.changed = true;
             }
             run.trace.allow(
-                Stage::Authorize,
+                stage,
                 plan.policy.snapshot().policy_id.as_str(),
-                "authorized",
+                allowed,
                 ReasonCode::PolicyRule,
             );
             ControlFlow::Continue(())
@@ -46,7 +61,7 @@ pub(crate) async fn authorize(run: &mut Run<'_>) -> Flow {
             reason,
             evaluator,
             stop,
-        } => run.refuse(Stage::Authorize, reason, &evaluator, stop),
+        } => run.refuse(stage, reason, &evaluator, stop),
         Security::Escalate {
             reason,
             evaluator,
@@ -54,22 +69,14 @@ pub(crate) async fn authorize(run: &mut Run<'_>) -> Flow {
             replaced,
         } => {
             let args = replaced.as_ref().unwrap_or(&run.args);
-            escalate(
-                run,
-                Stage::Authorize,
-                plan,
-                args,
-                reason,
-                &evaluator,
-                authority,
-            )
+            escalate(run, stage, plan, args, reason, &evaluator, authority)
         }
     }
 }
 
 /// Ends the request as `escalated` at `stage`: an approval request for exactly this call
 /// (`args`), recorded in the approval book so its receipt cannot answer this very request.
-pub(crate) fn escalate(
+fn escalate(
     run: &Run<'_>,
     stage: Stage,
     plan: &ExecutionPlan,

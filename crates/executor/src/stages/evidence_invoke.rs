@@ -11,12 +11,9 @@ use warden_contracts::{ExecutionOutcome, Failure, ReasonCode, Stage};
 use super::{Flow, Run, end};
 
 pub(crate) async fn evidence_invoke(run: &mut Run<'_>) -> Flow {
-    let plan = run.plan(Stage::EvidenceInvoke)?;
-    let Some(operation) = run.progress.gov else {
-        run.trace.planned(plan, Stage::EvidenceInvoke);
+    let Some((_, operation)) = run.governed(Stage::EvidenceInvoke)? else {
         return ControlFlow::Continue(());
     };
-    run.trace.ran(Stage::EvidenceInvoke);
     // Governed steps are boxed, and bound before the await: their futures stay out of the
     // pipeline's state, which every minimal call moves and allocates.
     let checkpoint = Box::pin(operation.checkpoint());

@@ -26,12 +26,9 @@ use crate::plan::ExecutionPlan;
 use crate::receipts::receipt_counts;
 
 pub(crate) async fn evidence_start(run: &mut Run<'_>) -> Flow {
-    let plan = run.plan(Stage::EvidenceStart)?;
-    let Some(operation) = run.progress.gov else {
-        run.trace.planned(plan, Stage::EvidenceStart);
+    let Some((plan, operation)) = run.governed(Stage::EvidenceStart)? else {
         return ControlFlow::Continue(());
     };
-    run.trace.ran(Stage::EvidenceStart);
     // Governed steps are boxed, and bound before the await: their futures stay out of the
     // pipeline's state, which every minimal call moves and allocates.
     let describing = Box::pin(describe(run, plan));

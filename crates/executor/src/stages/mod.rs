@@ -84,6 +84,15 @@ pub(crate) fn end<T>(outcome: ExecutionOutcome) -> Flow<T> {
     ControlFlow::Break(Box::new(outcome))
 }
 
+/// The stage a check reports at: its own (`first`), or `reauthorize` in the final pass.
+pub(crate) fn pass_stage(first: Stage, final_pass: bool) -> Stage {
+    if final_pass {
+        Stage::Reauthorize
+    } else {
+        first
+    }
+}
+
 /// Runs one request's stages in [`STAGE_ORDER`]'s order until one ends it.
 pub(crate) async fn run(
     exec: &ActionExecutor,
@@ -204,6 +213,21 @@ impl<'a> Run<'a> {
             Some(plan) => ControlFlow::Continue(plan),
             None => end(self.out_of_order(stage, "a compiled plan")),
         }
+    }
+
+    /// A governed-only stage's plan and operation, the stage traced as ran; `None` when the
+    /// run is not governed (the stage traced as its plan planned it).
+    pub(crate) fn governed(
+        &self,
+        stage: Stage,
+    ) -> Flow<Option<(&'a ExecutionPlan, &'a Operation<'a>)>> {
+        let plan = self.plan(stage)?;
+        let Some(operation) = self.progress.gov else {
+            self.trace.planned(plan, stage);
+            return ControlFlow::Continue(None);
+        };
+        self.trace.ran(stage);
+        ControlFlow::Continue(Some((plan, operation)))
     }
 
     /// The receipts a security pass may use.

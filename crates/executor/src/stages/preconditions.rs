@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use warden_contracts::{DecisionReason, ReasonCode, Stage};
 use warden_evidence::payload::{GateLevel, GateVerdict};
 
-use super::{Flow, Run};
+use super::{Flow, Run, pass_stage};
 use crate::plan::ExecutionPlan;
 
 pub(crate) async fn preconditions(run: &mut Run<'_>) -> Flow {
@@ -20,11 +20,7 @@ pub(crate) async fn preconditions(run: &mut Run<'_>) -> Flow {
 /// Every precondition on the current arguments, recorded at the run's gate site. `final_pass`:
 /// inside `reauthorize`, which reports (and refuses) for them.
 pub(crate) async fn check(run: &Run<'_>, plan: &ExecutionPlan, final_pass: bool) -> Flow {
-    let stage = if final_pass {
-        Stage::Reauthorize
-    } else {
-        Stage::Preconditions
-    };
+    let stage = pass_stage(Stage::Preconditions, final_pass);
     if !final_pass {
         run.trace.ran(Stage::Preconditions);
     }

@@ -9,7 +9,7 @@ use std::sync::PoisonError;
 
 use warden_contracts::{DecisionReason, ReasonCode, Stage};
 
-use super::security::{self, Security};
+use super::security;
 use super::{Flow, GateSite, Run, authorize, preconditions, session_gate};
 use crate::plan::ExecutionPlan;
 
@@ -37,37 +37,14 @@ async fn final_pass(run: &mut Run<'_>, plan: &ExecutionPlan) -> Flow {
     };
     session_gate::check(run, plan, true).await?;
     preconditions::check(run, plan, true).await?;
-    match security::pass(run, plan, true).await {
-        Security::Allow { approved_by, .. } => {
-            run.approved.extend(approved_by);
-            run.trace.allow(
-                Stage::Reauthorize,
-                plan.policy.snapshot().policy_id.as_str(),
-                "final arguments authorized",
-                ReasonCode::PolicyRule,
-            );
-            ControlFlow::Continue(())
-        }
-        Security::Deny {
-            reason,
-            evaluator,
-            stop,
-        } => run.refuse(Stage::Reauthorize, reason, &evaluator, stop),
-        Security::Escalate {
-            reason,
-            evaluator,
-            authority,
-            ..
-        } => authorize::escalate(
-            run,
-            Stage::Reauthorize,
-            plan,
-            &run.args,
-            reason,
-            &evaluator,
-            authority,
-        ),
-    }
+    let security = security::pass(run, plan, true).await;
+    authorize::conclude(
+        run,
+        Stage::Reauthorize,
+        plan,
+        security,
+        "final arguments authorized",
+    )
 }
 
 /// Receipts that approved this call are used now, once, atomically.

@@ -15,7 +15,7 @@ use warden_contracts::{
 };
 use warden_evidence::payload::{GateLevel, GateVerdict};
 
-use super::{Run, evidence_digest};
+use super::{Run, evidence_digest, pass_stage};
 use crate::executor::arguments_digest;
 use crate::interceptor::{SecurityHook, SecurityVerdict};
 use crate::plan::ExecutionPlan;
@@ -47,11 +47,7 @@ pub(crate) async fn pass(run: &Run<'_>, plan: &ExecutionPlan, final_pass: bool) 
         run,
         plan,
         final_pass,
-        stage: if final_pass {
-            Stage::Reauthorize
-        } else {
-            Stage::Authorize
-        },
+        stage: pass_stage(Stage::Authorize, final_pass),
     };
     match pass.evaluate().await {
         ControlFlow::Continue(s) | ControlFlow::Break(s) => s,
@@ -138,6 +134,39 @@ impl Pass<'_, '_> {
             .await
     }
 
+    /// A hard denial by `gate`: recorded, and the pass concludes with it.
+    async fn deny<T>(
+        &self,
+        gate: &str,
+        reason: DecisionReason,
+        evaluator: String,
+        stop: bool,
+        digest: Option<&Digest>,
+    ) -> ControlFlow<Security, T> {
+        self.record(gate, GateLevel::Hard, GateVerdict::Deny, &reason, digest)
+            .await?;
+        ControlFlow::Break(Security::Deny {
+            reason,
+            evaluator,
+            stop,
+        })
+    }
+
+    /// An advisory hook's `denial` or `escalation` (`what`): logged and recorded; the call
+    /// proceeds.
+    async fn advisory(
+        &self,
+        name: &str,
+        what: &str,
+        reason: &DecisionReason,
+        digest: Option<&Digest>,
+    ) -> ControlFlow<Security> {
+        let request = self.run.request.request_id();
+        tracing::warn!(%request, hook = name, reason = %reason.message, "advisory {what}: the call proceeds");
+        self.record(name, GateLevel::Advisory, GateVerdict::Deny, reason, digest)
+            .await
+    }
+
     /// The policy: an allow continues, a deny concludes, an escalation is a soft deny; a
     /// failing (or deferring) evaluator denies.
     async fn policy(&self) -> ControlFlow<Security, Option<SoftDeny>> {
@@ -164,14 +193,10 @@ impl Pass<'_, '_> {
                     return ControlFlow::Continue(None);
                 }
                 Disposition::Deny => {
-                    let reason = answer.reason();
-                    self.record("policy", GateLevel::Hard, GateVerdict::Deny, reason, None)
-                        .await?;
-                    return ControlFlow::Break(Security::Deny {
-                        reason: answer.reason().clone(),
-                        evaluator: answer.evaluator().to_owned(),
-                        stop: answer.stop(),
-                    });
+                    let (reason, evaluator) = (answer.reason().clone(), answer.evaluator());
+                    return self
+                        .deny("policy", reason, evaluator.to_owned(), answer.stop(), None)
+                        .await;
                 }
                 Disposition::Escalate => {
                     return ControlFlow::Continue(Some(SoftDeny {
@@ -189,13 +214,7 @@ impl Pass<'_, '_> {
                 ),
             },
         };
-        self.record("policy", GateLevel::Hard, GateVerdict::Deny, &reason, None)
-            .await?;
-        ControlFlow::Break(Security::Deny {
-            reason,
-            evaluator,
-            stop: false,
-        })
+        self.deny("policy", reason, evaluator, false, None).await
     }
 
     /// Every security hook in order, each on the arguments the hooks before it left; the
@@ -243,13 +262,8 @@ impl Pass<'_, '_> {
             Err(panic) => format!("security hook `{name}` panicked: {panic}"),
         };
         let reason = DecisionReason::new(ReasonCode::EvaluatorFailed, message);
-        self.record(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest)
-            .await?;
-        ControlFlow::Break(Security::Deny {
-            reason,
-            evaluator: name.to_owned(),
-            stop: false,
-        })
+        self.deny(name, reason, name.to_owned(), false, digest)
+            .await
     }
 
     /// What a hook's verdict does at its level: `Continue(Some(next))` replaces the arguments.
@@ -262,7 +276,6 @@ impl Pass<'_, '_> {
         digest: Option<&Digest>,
         pending: &mut Vec<SoftDeny>,
     ) -> ControlFlow<Security, Option<Map<String, Value>>> {
-        let request = self.run.request.request_id();
         match verdict {
             SecurityVerdict::Pass => self.record_passed(name, level, digest).await?,
             SecurityVerdict::Replace(next) if self.final_pass => {
@@ -273,13 +286,9 @@ impl Pass<'_, '_> {
                             "security hook `{name}` changed the arguments during the final pass"
                         ),
                     );
-                    self.record(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest)
-                        .await?;
-                    return ControlFlow::Break(Security::Deny {
-                        reason,
-                        evaluator: name.to_owned(),
-                        stop: false,
-                    });
+                    return self
+                        .deny(name, reason, name.to_owned(), false, digest)
+                        .await;
                 }
                 self.record_passed(name, level, digest).await?;
             }
@@ -289,13 +298,7 @@ impl Pass<'_, '_> {
             }
             SecurityVerdict::Deny { reason, stop } => match level {
                 GateLevel::Hard => {
-                    self.record(name, GateLevel::Hard, GateVerdict::Deny, &reason, digest)
-                        .await?;
-                    return ControlFlow::Break(Security::Deny {
-                        reason,
-                        evaluator: name.to_owned(),
-                        stop,
-                    });
+                    return self.deny(name, reason, name.to_owned(), stop, digest).await;
                 }
                 GateLevel::Soft => pending.push(SoftDeny {
                     gate: name.to_owned(),
@@ -305,29 +308,11 @@ impl Pass<'_, '_> {
                     stop,
                     digest: digest.cloned(),
                 }),
-                GateLevel::Advisory => {
-                    tracing::warn!(%request, hook = name, reason = %reason.message, "advisory denial: the call proceeds");
-                    self.record(
-                        name,
-                        GateLevel::Advisory,
-                        GateVerdict::Deny,
-                        &reason,
-                        digest,
-                    )
-                    .await?;
-                }
+                GateLevel::Advisory => self.advisory(name, "denial", &reason, digest).await?,
             },
             SecurityVerdict::Escalate { reason, authority } => match level {
                 GateLevel::Advisory => {
-                    tracing::warn!(%request, hook = name, reason = %reason.message, "advisory escalation: the call proceeds");
-                    self.record(
-                        name,
-                        GateLevel::Advisory,
-                        GateVerdict::Deny,
-                        &reason,
-                        digest,
-                    )
-                    .await?;
+                    self.advisory(name, "escalation", &reason, digest).await?;
                 }
                 GateLevel::Hard | GateLevel::Soft => pending.push(SoftDeny {
                     gate: name.to_owned(),

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use warden_contracts::{DecisionReason, ReasonCode, Stage};
 use warden_evidence::payload::{GateLevel, GateVerdict};
 
-use super::{Flow, GateSite, Run};
+use super::{Flow, GateSite, Run, pass_stage};
 use crate::plan::ExecutionPlan;
 use crate::unwind::caught;
 
@@ -24,11 +24,7 @@ pub(crate) async fn session_gate(run: &mut Run<'_>) -> Flow {
 /// The session gate on the current arguments, recorded at the run's gate site.
 /// `final_pass`: inside `reauthorize`, which reports (and refuses) for it.
 pub(crate) async fn check(run: &Run<'_>, plan: &ExecutionPlan, final_pass: bool) -> Flow {
-    let stage = if final_pass {
-        Stage::Reauthorize
-    } else {
-        Stage::SessionGate
-    };
+    let stage = pass_stage(Stage::SessionGate, final_pass);
     let Some(gate) = &plan.gate else {
         if !final_pass {
             run.trace.planned(plan, Stage::SessionGate);
