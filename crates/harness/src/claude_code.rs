@@ -209,20 +209,18 @@ pub enum EventError {
     },
 }
 
+/// A string field of `event`'s object ([`crate::hook::opt_string`]), its error in this event's
+/// terms.
 fn opt_string(
     obj: &Map<String, Value>,
     event: &'static str,
     field: &'static str,
 ) -> Result<Option<String>, EventError> {
-    match obj.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(EventError::WrongType {
-            event,
-            field,
-            want: "a string",
-        }),
-    }
+    crate::hook::opt_string(obj, field).map_err(|_| EventError::WrongType {
+        event,
+        field,
+        want: "a string",
+    })
 }
 
 /// Parses one hook event. Unknown fields are ignored (Claude Code adds fields between

@@ -23,6 +23,7 @@ use warden_policy::{
 };
 
 use crate::error::HarnessError;
+use crate::replay::snapshot_rules;
 use crate::report::{Entry, Status, TranslationReport};
 
 /// The export targets.
@@ -103,41 +104,21 @@ fn none(why: impl Into<String>) -> Tr {
 }
 
 fn read_declared(snapshot: &PolicySnapshot) -> Result<Vec<Declared>, HarnessError> {
-    let canonical: Value = serde_json::from_str(snapshot.canonical_json())
-        .map_err(|e| HarnessError::Policy(format!("the snapshot's canonical form: {e}")))?;
-    if canonical.get("format").and_then(Value::as_str) != Some(warden_policy::SNAPSHOT_FORMAT) {
-        return Err(HarnessError::Policy(format!(
-            "unknown snapshot format (this build reads {})",
-            warden_policy::SNAPSHOT_FORMAT
-        )));
-    }
     let mut out = Vec::new();
-    for r in canonical
-        .get("rules")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let (Some(list), Some(text), Some(source)) = (
-            r.get("list").and_then(Value::as_str),
-            r.get("rule").and_then(Value::as_str),
-            r.get("source").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
-        let list = match list {
+    for r in snapshot_rules(snapshot)? {
+        let list = match r.list.as_str() {
             "deny" => ListKind::Deny,
             "ask" => ListKind::Ask,
             _ => ListKind::Allow,
         };
-        let rule =
-            Rule::parse(text).map_err(|e| HarnessError::Policy(format!("rule `{text}`: {e}")))?;
-        let info = snapshot.sources().iter().find(|s| s.name == source);
+        let rule = Rule::parse(&r.rule)
+            .map_err(|e| HarnessError::Policy(format!("rule `{}`: {e}", r.rule)))?;
+        let info = snapshot.sources().iter().find(|s| s.name == r.source);
         out.push(Declared {
             list,
             rule,
-            text: text.to_owned(),
-            source: source.to_owned(),
+            text: r.rule,
+            source: r.source,
             trusted: info.is_some_and(|s| s.trusted),
             info: info.cloned(),
         });
@@ -296,6 +277,50 @@ fn shell_spec(spec: &str) -> (Vec<&str>, bool) {
         None => (trimmed, false),
     };
     (base.split_whitespace().collect(), prefix)
+}
+
+/// A shell specifier's words, whether it ends in `:*`, and the plain words it starts with
+/// (those before its first quoted or wildcard word): for targets that match literal words.
+struct ShellWords<'s> {
+    words: Vec<&'s str>,
+    prefix: bool,
+    leading: Vec<&'s str>,
+}
+
+impl<'s> ShellWords<'s> {
+    fn of(spec: &'s str) -> Self {
+        let (words, prefix) = shell_spec(spec);
+        let leading = words
+            .iter()
+            .copied()
+            .take_while(|w| plain_word(w))
+            .collect();
+        Self {
+            words,
+            prefix,
+            leading,
+        }
+    }
+
+    /// There are words, and every one is plain.
+    fn all_plain(&self) -> bool {
+        self.leading.len() == self.words.len() && !self.words.is_empty()
+    }
+
+    /// A restricting rule widened to every command starting with its leading plain words (the
+    /// target's matcher for them built by `item`); `None` for an allow rule, or when the first
+    /// word is not plain.
+    fn widened(&self, d: &Declared, item: impl FnOnce(&[&str]) -> Value) -> Option<Tr> {
+        (restricting(d) && !self.leading.is_empty()).then(|| {
+            approx(
+                vec![item(&self.leading)],
+                format!(
+                    "the words before the first quoted or wildcard word: every command starting `{}`",
+                    self.leading.join(" ")
+                ),
+            )
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,35 +541,23 @@ fn codex(d: &Declared, spec_custom: bool) -> Tr {
     if spec_custom {
         return none("the policy sets its own matcher for bash");
     }
-    let (words, prefix) = shell_spec(spec);
-    let leading: Vec<&str> = words
-        .iter()
-        .copied()
-        .take_while(|w| plain_word(w))
-        .collect();
-    if leading.len() == words.len() && !words.is_empty() {
-        if prefix {
-            return exact(vec![codex_item(d.list, &words)]);
+    let shell = ShellWords::of(spec);
+    if shell.all_plain() {
+        if shell.prefix {
+            return exact(vec![codex_item(d.list, &shell.words)]);
         }
         return if restricting(d) {
             approx(
-                vec![codex_item(d.list, &words)],
+                vec![codex_item(d.list, &shell.words)],
                 "a prefix_rule also matches the command with more arguments",
             )
         } else {
             none("a prefix_rule would also allow the command with more arguments")
         };
     }
-    if restricting(d) && !leading.is_empty() {
-        return approx(
-            vec![codex_item(d.list, &leading)],
-            format!(
-                "the words before the first quoted or wildcard word: every command starting `{}`",
-                leading.join(" ")
-            ),
-        );
-    }
-    none("a prefix_rule matches literal words only")
+    shell
+        .widened(d, |leading| codex_item(d.list, leading))
+        .unwrap_or_else(|| none("a prefix_rule matches literal words only"))
 }
 
 /// A Starlark string literal.
@@ -735,12 +748,7 @@ fn gemini(d: &Declared, spec_custom: bool) -> Tr {
             _ => "Gemini CLI rules for this tool take no specifier",
         });
     }
-    let (words, prefix) = shell_spec(spec);
-    let leading: Vec<&str> = words
-        .iter()
-        .copied()
-        .take_while(|w| plain_word(w))
-        .collect();
+    let words = ShellWords::of(spec);
     let shell = |w: &[&str], p: bool| {
         gemini_item(
             json!("run_shell_command"),
@@ -750,19 +758,12 @@ fn gemini(d: &Declared, spec_custom: bool) -> Tr {
             priority,
         )
     };
-    if leading.len() == words.len() && !words.is_empty() {
-        return exact(vec![shell(&words, prefix)]);
+    if words.all_plain() {
+        return exact(vec![shell(&words.words, words.prefix)]);
     }
-    if restricting(d) && !leading.is_empty() {
-        return approx(
-            vec![shell(&leading, true)],
-            format!(
-                "the words before the first quoted or wildcard word: every command starting `{}`",
-                leading.join(" ")
-            ),
-        );
-    }
-    widen("the command has quoted or wildcard words")
+    words
+        .widened(d, |leading| shell(leading, true))
+        .unwrap_or_else(|| widen("the command has quoted or wildcard words"))
 }
 
 #[derive(Serialize)]

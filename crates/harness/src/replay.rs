@@ -39,14 +39,6 @@ pub fn declared_rules(snapshot: &PolicySnapshot) -> Result<Vec<DeclaredRule>, Ha
 }
 
 fn evaluated(snapshot: &PolicySnapshot) -> Result<Vec<Evaluated>, HarnessError> {
-    let canonical: Value = serde_json::from_str(snapshot.canonical_json())
-        .map_err(|e| HarnessError::Policy(format!("the snapshot's canonical form: {e}")))?;
-    if canonical.get("format").and_then(Value::as_str) != Some(warden_policy::SNAPSHOT_FORMAT) {
-        return Err(HarnessError::Policy(format!(
-            "unknown snapshot format (this build reads {})",
-            warden_policy::SNAPSHOT_FORMAT
-        )));
-    }
     let aliases = builtin_aliases();
     let untrusted: BTreeSet<&str> = snapshot
         .sources()
@@ -55,23 +47,13 @@ fn evaluated(snapshot: &PolicySnapshot) -> Result<Vec<Evaluated>, HarnessError> 
         .map(|s| s.name.as_str())
         .collect();
     let mut out = Vec::new();
-    for r in canonical
-        .get("rules")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let (Some(list), Some(text), Some(source)) = (
-            r.get("list").and_then(Value::as_str),
-            r.get("rule").and_then(Value::as_str),
-            r.get("source").and_then(Value::as_str),
-        ) else {
+    for declared in snapshot_rules(snapshot)? {
+        let Ok(rule) = Rule::parse(&declared.rule) else {
             continue;
         };
-        let Ok(rule) = Rule::parse(text) else {
-            continue;
-        };
-        if rule.is_carve_out() || (list == "allow" && untrusted.contains(source)) {
+        if rule.is_carve_out()
+            || (declared.list == "allow" && untrusted.contains(declared.source.as_str()))
+        {
             continue;
         }
         let cited_as = match aliases.get(rule.tool()) {
@@ -81,16 +63,39 @@ fn evaluated(snapshot: &PolicySnapshot) -> Result<Vec<Evaluated>, HarnessError> 
                 .collect(),
             _ => vec![rule.to_string()],
         };
-        out.push(Evaluated {
-            declared: DeclaredRule {
-                list: list.to_owned(),
-                rule: text.to_owned(),
-                source: source.to_owned(),
-            },
-            cited_as,
-        });
+        out.push(Evaluated { declared, cited_as });
     }
     Ok(out)
+}
+
+/// Every rule of `snapshot`'s canonical form (`warden.policy-snapshot/1`), in evaluation order
+/// and as written (carve-outs and untrusted allow rules included); an entry without its list,
+/// text or source is passed over.
+pub(crate) fn snapshot_rules(snapshot: &PolicySnapshot) -> Result<Vec<DeclaredRule>, HarnessError> {
+    let canonical: Value = serde_json::from_str(snapshot.canonical_json())
+        .map_err(|e| HarnessError::Policy(format!("the snapshot's canonical form: {e}")))?;
+    if canonical.get("format").and_then(Value::as_str) != Some(warden_policy::SNAPSHOT_FORMAT) {
+        return Err(HarnessError::Policy(format!(
+            "unknown snapshot format (this build reads {})",
+            warden_policy::SNAPSHOT_FORMAT
+        )));
+    }
+    let rules = canonical
+        .get("rules")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    Ok(rules
+        .iter()
+        .filter_map(|r| {
+            let field = |name: &str| r.get(name).and_then(Value::as_str).map(str::to_owned);
+            Some(DeclaredRule {
+                list: field("list")?,
+                rule: field("rule")?,
+                source: field("source")?,
+            })
+        })
+        .collect())
 }
 
 /// A reference to one replayed call.

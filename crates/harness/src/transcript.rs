@@ -200,11 +200,7 @@ impl TranscriptReader {
         };
         let call = match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
-                let name = item
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or("a function_call without a name")?;
+                let name = item_name(item, "function_call")?;
                 let args: Value = match item.get("arguments") {
                     Some(Value::String(text)) => serde_json::from_str(text)
                         .map_err(|e| format!("the arguments of {name} are not JSON: {e}"))?,
@@ -226,11 +222,7 @@ impl TranscriptReader {
                 self.codex_argv("local_shell_call", &argv, cwd)
             }
             Some("custom_tool_call") => {
-                let name = item
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or("a custom_tool_call without a name")?;
+                let name = item_name(item, "custom_tool_call")?;
                 let input = item.get("input").cloned().unwrap_or(Value::Null);
                 match (name, &input) {
                     ("apply_patch", Value::String(patch)) => {
@@ -283,26 +275,12 @@ impl TranscriptReader {
     }
 
     fn bash(&self, provider: &str, command: String, cwd: Option<PathBuf>) -> TranscriptCall {
-        let mut call = Call::new("bash", json!({ "command": command }));
-        call.cwd = cwd;
-        TranscriptCall {
-            time: None,
-            provider_tool: provider.to_owned(),
-            call,
-            subjects: None,
-        }
+        provided(provider, "bash", json!({ "command": command }), cwd)
     }
 
     fn own_name_bash_missing(&self, provider: &str, cwd: Option<PathBuf>) -> TranscriptCall {
         // A shell call without a command: decided as `bash` with the field missing.
-        let mut call = Call::new("bash", json!({}));
-        call.cwd = cwd;
-        TranscriptCall {
-            time: None,
-            provider_tool: provider.to_owned(),
-            call,
-            subjects: None,
-        }
+        provided(provider, "bash", json!({}), cwd)
     }
 
     fn own_name(&self, name: &str, args: Value, cwd: Option<PathBuf>) -> TranscriptCall {
@@ -310,24 +288,18 @@ impl TranscriptReader {
             .strip_prefix("mcp__")
             .filter(|r| !r.is_empty())
             .unwrap_or(name);
-        let mut call = Call::new(tool, args);
-        call.cwd = cwd;
-        TranscriptCall {
-            time: None,
-            provider_tool: name.to_owned(),
-            call,
-            subjects: None,
-        }
+        provided(name, tool, args, cwd)
     }
 
     fn codex_patch(&self, provider: &str, patch: &str, cwd: Option<PathBuf>) -> TranscriptCall {
         let files = patch_files(patch);
-        let args = match files.as_slice() {
-            [(_, one)] => json!({ "path": one }),
-            _ => json!({ "paths": files.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>() }),
+        let (tool, args) = match files.as_slice() {
+            [(tool, one)] => (*tool, json!({ "path": one })),
+            _ => (
+                "edit",
+                json!({ "paths": files.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>() }),
+            ),
         };
-        let mut call = Call::new("edit", args);
-        call.cwd = cwd;
         let subjects = (files.len() > 1).then(|| {
             files
                 .iter()
@@ -339,19 +311,23 @@ impl TranscriptReader {
                 })
                 .collect()
         });
-        let call = match &files[..] {
-            [(tool, _)] => Call {
-                tool: (*tool).to_owned(),
-                ..call
-            },
-            _ => call,
-        };
         TranscriptCall {
-            time: None,
-            provider_tool: provider.to_owned(),
-            call,
             subjects,
+            ..provided(provider, tool, args, cwd)
         }
+    }
+}
+
+/// The provider's `provider` call as the Warden call `tool` with `args`, run in `cwd` (no time,
+/// no subjects).
+fn provided(provider: &str, tool: &str, args: Value, cwd: Option<PathBuf>) -> TranscriptCall {
+    let mut call = Call::new(tool, args);
+    call.cwd = cwd;
+    TranscriptCall {
+        time: None,
+        provider_tool: provider.to_owned(),
+        call,
+        subjects: None,
     }
 }
 
@@ -423,6 +399,14 @@ fn time_of(v: Option<&Value>) -> Option<String> {
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     }
+}
+
+/// A Codex item's tool name (a `what` without one is an error).
+fn item_name<'i>(item: &'i serde_json::Map<String, Value>, what: &str) -> Result<&'i str, String> {
+    item.get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("a {what} without a name"))
 }
 
 fn argv_of(v: Option<&Value>) -> Option<Vec<String>> {
