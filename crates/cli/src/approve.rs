@@ -152,25 +152,15 @@ fn approve(a: &ApproveArgs, out: &mut impl Write) -> Result<ExitCode, CliError> 
         ));
     };
     // Everything is validated before anything is signed.
-    let arguments: Value = match serde_json::from_str::<Value>(args) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return Err(CliError::Input("--args: must be a JSON object".into())),
-        Err(e) => return Err(CliError::Input(format!("--args: invalid JSON: {e}"))),
-    };
+    let arguments = Value::Object(crate::args_object(args)?);
     let ttl_ms = match a.ttl.unwrap_or(DEFAULT_TTL_SECS) {
         0 => return Err(CliError::Input("--ttl: must be at least 1 second".into())),
         secs => secs
             .checked_mul(1000)
             .ok_or_else(|| CliError::Input("--ttl: too large".into()))?,
     };
-    let files: Vec<load::PolicyPath> = a
-        .policies
-        .iter()
-        .map(|path| load::PolicyPath {
-            path: path.clone(),
-            role: warden_policy::Role::Project,
-        })
-        .collect();
+    let files: Vec<load::PolicyPath> =
+        load::PolicyPath::each(&a.policies, warden_policy::Role::Project).collect();
     let snapshot = load::snapshot(&files, a.project_root.as_deref())?;
     let text = std::fs::read_to_string(key_path)
         .map_err(|e| CliError::Input(format!("--key {}: {e}", key_path.display())))?;

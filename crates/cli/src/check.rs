@@ -4,18 +4,18 @@
 //! Input is validated whole before anything is decided: an invalid `--args`, or any invalid
 //! line of a `--calls` file, is exit 2 with nothing printed on stdout.
 
-use std::io::{BufRead as _, Write};
-use std::path::PathBuf;
+use std::io::{Read as _, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 use warden_policy::{
-    Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, Verdict, edge,
+    Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, SubjectVerdict, Verdict, edge,
 };
 
 use crate::error::CliError;
-use crate::{CheckArgs, ExplainArgs, OutputFormat, load};
+use crate::{CheckArgs, ExplainArgs, OutputFormat, args_object, load};
 
 /// One line of `warden check --format json`.
 #[derive(Serialize)]
@@ -24,7 +24,7 @@ struct CheckLine<'a> {
     rule: Option<&'a str>,
     source: Option<&'a str>,
     reason: &'a str,
-    subjects: Vec<SubjectLine<'a>>,
+    subjects: SubjectLines<'a>,
     policy_digest: &'a str,
     /// With `--scope`: how the scope chain decided.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,15 +51,6 @@ struct SubjectLine<'a> {
     rule: Option<&'a str>,
 }
 
-fn parse_args_object(text: &str, what: &str) -> Result<Value, CliError> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(CliError::Input(format!("{what}: must be a JSON object")));
-    }
-    Ok(value)
-}
-
 fn cwd(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
     match arg {
         Some(dir) => load::absolute(dir),
@@ -69,82 +60,244 @@ fn cwd(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
     }
 }
 
-/// Reads a JSON Lines file of calls (the call log `warden replay` reads too); any bad line fails
-/// the whole file.
-fn read_calls(path: &PathBuf, cwd: &std::path::Path) -> Result<Vec<Call>, CliError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
-    let mut calls = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let where_ = format!("{}:{}", path.display(), i + 1);
-        let line = line.map_err(|e| CliError::Input(format!("{where_}: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(&line)
-            .map_err(|e| CliError::Input(format!("{where_}: invalid JSON: {e}")))?;
-        let Value::Object(obj) = value else {
-            return Err(CliError::Input(format!(
-                "{where_}: a call is a JSON object {{\"tool\":…,\"args\":…}}"
-            )));
-        };
-        let line = warden_harness::transcript::warden_call(&obj, Some(cwd))
-            .map_err(|e| CliError::Input(format!("{where_}: {e}")))?;
-        calls.push(line.call);
+/// A `--calls` file (the call log `warden replay` reads too), read once into memory: every line
+/// is parsed, decided and written into one output buffer, and the buffer reaches stdout only
+/// when every line was valid, so a bad line prints nothing. A line is parsed straight into one
+/// reused [`Call`], borrowing its strings from the line; a line that parse does not take (an
+/// unknown or repeated key, an escaped key, a wrong type) goes through [`documented_call`],
+/// which accepts or refuses it, with its message, exactly as the reader always has.
+struct CallsFile<'p> {
+    path: &'p Path,
+    bytes: Vec<u8>,
+    /// A read that failed after `bytes`: reported at the line after the last one read.
+    read_error: Option<std::io::Error>,
+}
+
+impl<'p> CallsFile<'p> {
+    /// Opens and reads the file; a file that does not open is an error at once.
+    fn read(path: &'p Path) -> Result<Self, CliError> {
+        let mut file = std::fs::File::open(path)
+            .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+        let mut bytes = Vec::new();
+        let read_error = file.read_to_end(&mut bytes).err();
+        Ok(Self {
+            path,
+            bytes,
+            read_error,
+        })
     }
-    Ok(calls)
+
+    fn error(&self, line: usize, what: impl std::fmt::Display) -> CliError {
+        CliError::Input(format!("{}:{line}: {what}", self.path.display()))
+    }
+
+    /// Every call in file order, each parsed into the one `call` `f` receives; the first bad
+    /// line is the error, and `f` has seen only the lines before it.
+    fn each_call(
+        &self,
+        cwd: &Path,
+        mut f: impl FnMut(&mut Call) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let mut call = Call::new(String::new(), Value::Null);
+        let mut rest = self.bytes.as_slice();
+        let mut number = 0;
+        while !rest.is_empty() {
+            number += 1;
+            // As `BufRead::lines` cuts them: at `\n`, a `\r` before it dropped too.
+            let line = match rest.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    let line = &rest[..end];
+                    rest = &rest[end + 1..];
+                    line.strip_suffix(b"\r").unwrap_or(line)
+                }
+                None => std::mem::take(&mut rest),
+            };
+            let text = std::str::from_utf8(line)
+                .map_err(|_| self.error(number, "stream did not contain valid UTF-8"))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<CallLine<'_>>(text) {
+                Ok(line) if !line.tool.is_empty() && line.args.is_object() => {
+                    call.tool.clear();
+                    call.tool.push_str(line.tool);
+                    call.args = line.args;
+                    let dir = call.cwd.get_or_insert_with(PathBuf::new);
+                    dir.as_mut_os_string().clear();
+                    dir.push(cwd);
+                    if let Some(relative) = line.cwd {
+                        dir.push(relative);
+                    }
+                    call.resolved_paths.clear();
+                }
+                _ => call = documented_call(text, cwd).map_err(|e| self.error(number, e))?,
+            }
+            f(&mut call)?;
+        }
+        match &self.read_error {
+            Some(e) => Err(self.error(number + 1, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether every line is a valid call (the error of the first that is not).
+    fn validate(&self, cwd: &Path) -> Result<(), CliError> {
+        self.each_call(cwd, |_| Ok(()))
+    }
+}
+
+/// One line of a `--calls` file as the fast parse takes it: the four keys at most once each,
+/// strings without escapes borrowed from the line. Anything else is refused (with no message:
+/// [`documented_call`] says why, or accepts the line after all).
+struct CallLine<'a> {
+    tool: &'a str,
+    args: Value,
+    cwd: Option<&'a str>,
+}
+
+impl<'de> serde::Deserialize<'de> for CallLine<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(CallLineVisitor)
+    }
+}
+
+struct CallLineVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CallLineVisitor {
+    type Value = CallLine<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a call")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let (mut tool, mut args, mut time, mut cwd) = (None, None, None, None);
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "tool" if tool.is_none() => tool = Some(map.next_value::<&'de str>()?),
+                "args" if args.is_none() => args = Some(map.next_value::<Value>()?),
+                "time" if time.is_none() => time = Some(map.next_value::<Option<&'de str>>()?),
+                "cwd" if cwd.is_none() => cwd = Some(map.next_value::<Option<&'de str>>()?),
+                _ => return Err(A::Error::custom("not a plain call")),
+            }
+        }
+        match (tool, args) {
+            (Some(tool), Some(args)) => Ok(CallLine {
+                tool,
+                args,
+                cwd: cwd.flatten(),
+            }),
+            _ => Err(A::Error::custom("not a plain call")),
+        }
+    }
+}
+
+/// One line as the documented reader takes it (a JSON object, then
+/// `warden_harness::transcript::warden_call`), with its messages.
+fn documented_call(text: &str, cwd: &Path) -> Result<Call, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    let Value::Object(obj) = value else {
+        return Err("a call is a JSON object {\"tool\":…,\"args\":…}".into());
+    };
+    Ok(warden_harness::transcript::warden_call(&obj, Some(cwd))?.call)
+}
+
+/// What `warden check` decides: one call from `--tool`/`--args`, or a `--calls` file.
+enum Input<'p> {
+    One(Call),
+    Calls(CallsFile<'p>),
+}
+
+impl Input<'_> {
+    fn each_call(
+        &self,
+        cwd: &Path,
+        mut f: impl FnMut(&mut Call) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        match self {
+            Input::One(call) => f(&mut call.clone()),
+            Input::Calls(file) => file.each_call(cwd, f),
+        }
+    }
+
+    /// A policy that does not load is reported after the input's own errors, as when the
+    /// input was read whole first.
+    fn or_input_error<T>(&self, cwd: &Path, loaded: Result<T, CliError>) -> Result<T, CliError> {
+        loaded.or_else(|e| match self {
+            Input::Calls(file) => file.validate(cwd).and(Err(e)),
+            Input::One(_) => Err(e),
+        })
+    }
 }
 
 pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let cwd = cwd(a.cwd.as_ref())?;
-    // Validate the input before loading anything, so a bad input decides nothing.
-    let mut calls = match (&a.tool, &a.args, &a.calls) {
+    let input = match (&a.tool, &a.args, &a.calls) {
         (Some(tool), Some(args), None) => {
-            vec![Call::new(tool.clone(), parse_args_object(args, "--args")?).with_cwd(&cwd)]
+            Input::One(Call::new(tool.clone(), parse_args_object(args, "--args")?).with_cwd(&cwd))
         }
-        (None, None, Some(path)) => read_calls(path, &cwd)?,
+        (None, None, Some(path)) => Input::Calls(CallsFile::read(path)?),
         _ => {
             return Err(CliError::Input(
                 "give either --tool NAME --args JSON, or --calls FILE.jsonl".into(),
             ));
         }
     };
+    // Every verdict goes into one buffer that reaches stdout only once every line was valid.
+    let mut buf = Vec::with_capacity(match &input {
+        Input::One(_) => 512,
+        Input::Calls(file) => file.bytes.len().saturating_mul(4),
+    });
     if let Some(name) = &a.scope {
-        let scope = load::scope(&a.policy.files(), a.policy.project_root.as_deref(), name)?;
+        let loaded = load::scope(&a.policy.files(), a.policy.project_root.as_deref(), name);
+        let scope = input.or_input_error(&cwd, loaded)?;
         let chain = scope.chain();
         // Every scope shares the path environment: the root's policy resolves the paths.
-        if let Some(root) = chain.first().and_then(|s| s.policy()) {
-            for call in &mut calls {
+        let root = chain.first().and_then(|s| s.policy());
+        input.each_call(&cwd, |call| {
+            if let Some(root) = root {
                 edge::resolve_call_paths(root, call);
             }
-        }
-        for call in &calls {
             let sv = scope.decide(call);
             match a.format {
-                OutputFormat::Json => write_json(out, &sv.verdict, Some(&sv))?,
-                OutputFormat::Text => write_text(out, call, &sv.verdict, &sv.reason)?,
+                OutputFormat::Json => write_json(&mut buf, &sv.verdict, Some(&sv)),
+                OutputFormat::Text => write_text(&mut buf, call, &sv.verdict, &sv.reason),
             }
-        }
-        return Ok(ExitCode::SUCCESS);
+        })?;
+    } else {
+        let snapshot = input.or_input_error(&cwd, a.policy.snapshot())?;
+        input.each_call(&cwd, |call| {
+            edge::resolve_call_paths(&snapshot, call);
+            let verdict = snapshot.decide(call);
+            match a.format {
+                OutputFormat::Json => write_json(&mut buf, &verdict, None),
+                OutputFormat::Text => write_text(&mut buf, call, &verdict, &verdict.reason),
+            }
+        })?;
     }
-    let snapshot = a.policy.snapshot()?;
-    for call in &mut calls {
-        edge::resolve_call_paths(&snapshot, call);
-    }
-    for call in &calls {
-        let verdict = snapshot.decide(call);
-        match a.format {
-            OutputFormat::Json => write_json(out, &verdict, None)?,
-            OutputFormat::Text => write_text(out, call, &verdict, &verdict.reason)?,
-        }
-    }
+    out.write_all(&buf)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A verdict's subjects, written as the JSON line's `subjects` array without collecting them.
+struct SubjectLines<'a>(&'a [SubjectVerdict]);
+
+impl Serialize for SubjectLines<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|s| SubjectLine {
+            text: &s.text,
+            tool: &s.tool,
+            decision: s.decision.as_str(),
+            rule: s.rule.as_deref(),
+        }))
+    }
 }
 
 /// One JSON line; with `--scope`, the reason is the scope verdict's (it names the deciding
 /// scope) and a `scope` object says how the chain decided.
 fn write_json(
-    out: &mut impl Write,
+    out: &mut Vec<u8>,
     v: &Verdict,
     scope: Option<&ScopeVerdict>,
 ) -> Result<(), CliError> {
@@ -153,16 +306,7 @@ fn write_json(
         rule: v.rule.as_deref(),
         source: v.source.as_deref(),
         reason: scope.map_or(&v.reason, |s| &s.reason),
-        subjects: v
-            .subjects
-            .iter()
-            .map(|s| SubjectLine {
-                text: &s.text,
-                tool: &s.tool,
-                decision: s.decision.as_str(),
-                rule: s.rule.as_deref(),
-            })
-            .collect(),
+        subjects: SubjectLines(&v.subjects),
         policy_digest: v.policy_digest.as_str(),
         scope: scope.map(|s| ScopeLine {
             caller: &s.caller,
@@ -173,29 +317,25 @@ fn write_json(
         }),
     };
     serde_json::to_writer(&mut *out, &line).map_err(|e| CliError::Io(e.into()))?;
-    out.write_all(b"\n")?;
+    out.push(b'\n');
     Ok(())
 }
 
-fn write_text(
-    out: &mut impl Write,
-    call: &Call,
-    v: &Verdict,
-    reason: &str,
-) -> Result<(), CliError> {
-    let cited = match (&v.rule, &v.source) {
-        (Some(r), Some(s)) => format!(" {r} [{s}]"),
-        (Some(r), None) => format!(" {r}"),
-        _ => String::new(),
-    };
-    writeln!(out, "{}: {}{cited}: {reason}", call.tool, v.decision)?;
+fn write_text(out: &mut Vec<u8>, call: &Call, v: &Verdict, reason: &str) -> Result<(), CliError> {
+    write!(out, "{}: {}", call.tool, v.decision)?;
+    match (&v.rule, &v.source) {
+        (Some(r), Some(s)) => write!(out, " {r} [{s}]")?,
+        (Some(r), None) => write!(out, " {r}")?,
+        _ => {}
+    }
+    writeln!(out, ": {reason}")?;
     Ok(())
 }
 
 pub(crate) fn run_explain(a: &ExplainArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let cwd = cwd(a.cwd.as_ref())?;
-    let args = parse_args_object(&a.args, "--args")?;
-    let mut call = Call::new(a.tool.clone(), args).with_cwd(&cwd);
+    let args = a.call.arguments()?;
+    let mut call = Call::new(a.call.tool.clone(), Value::Object(args)).with_cwd(&cwd);
     let Some(name) = &a.scope else {
         let snapshot = a.policy.snapshot()?;
         edge::resolve_call_paths(&snapshot, &mut call);

@@ -60,7 +60,7 @@ use warden_sandbox::{
 
 use crate::error::CliError;
 use crate::governed_run::{EvidenceRun, fresh_id, open_evidence, records_dir, runs_dir};
-use crate::{OutputFormat, PolicyArgs, load};
+use crate::{CallArgs, OutputFormat, PolicyArgs, load};
 
 /// Where tool effects happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,12 +109,8 @@ impl MechanismChoice {
 pub(crate) struct ExecArgs {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// The tool to run (`bash`, `edit`, `list`, `read`, `write`).
-    #[arg(long, value_name = "NAME")]
-    tool: String,
-    /// The call's arguments: a JSON object.
-    #[arg(long, value_name = "JSON")]
-    args: String,
+    #[command(flatten)]
+    call: CallArgs,
     /// The call's working folder, as for `warden check`: relative paths resolve under it, and
     /// it is the workspace, the only place writes may happen, where `bash` runs (default: the
     /// current directory). `--workspace` is accepted too.
@@ -142,14 +138,6 @@ pub(crate) struct ExecArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     format: OutputFormat,
-}
-
-fn args_object(text: &str) -> Result<Map<String, Value>, CliError> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(CliError::Input("--args: must be a JSON object".into())),
-        Err(e) => Err(CliError::Input(format!("--args: invalid JSON: {e}"))),
-    }
 }
 
 fn workspace(arg: Option<&PathBuf>) -> Result<PathBuf, CliError> {
@@ -240,15 +228,15 @@ fn local_principal() -> Result<PrincipalRef, CliError> {
 
 pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     // Everything is validated before anything runs.
-    let arguments = args_object(&a.args)?;
+    let arguments = a.call.arguments()?;
     if a.backend == BackendChoice::InProcess && !a.simulate_unavailable.is_empty() {
         return Err(CliError::Input(
             "--simulate-unavailable applies to --backend subprocess (the in-process backend proves nothing to begin with)".into(),
         ));
     }
     let workspace = workspace(a.workspace.as_ref())?;
-    let action =
-        ActionRef::new(a.tool.as_str()).map_err(|e| CliError::Input(format!("--tool: {e}")))?;
+    let action = ActionRef::new(a.call.tool.as_str())
+        .map_err(|e| CliError::Input(format!("--tool: {e}")))?;
     let snapshot = Arc::new(load::snapshot_protecting(
         &a.policy.files(),
         a.policy.project_root.as_deref(),
@@ -279,7 +267,7 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         let known: Vec<&str> = registry.descriptors().map(|d| d.name()).collect();
         return Err(CliError::Input(format!(
             "unknown tool `{}` (built-in tools: {})",
-            a.tool,
+            a.call.tool,
             known.join(", ")
         )));
     }
@@ -307,7 +295,7 @@ pub(crate) fn run(a: &ExecArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     if let Some(ev) = &mut evidence {
         ev.started(&composed)?;
     }
-    let mut call = ToolCall::new(a.tool.as_str(), Value::Object(arguments));
+    let mut call = ToolCall::new(a.call.tool.as_str(), Value::Object(arguments));
     if let Some(key) = &a.idempotency_key {
         call = call.idempotency_key(key.as_str());
     }

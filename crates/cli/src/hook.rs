@@ -134,27 +134,25 @@ pub(crate) fn run(cmd: &HookCommand, out: &mut impl Write) -> Result<ExitCode, C
         HookCommand::ClaudeCode(a) => {
             Ok(deliver(fail_closed(|| answer(a), claude_code_block), out))
         }
-        HookCommand::Codex(a) if a.print_settings => {
-            print_provider_settings(a, Provider::Codex, out)
-        }
-        HookCommand::Codex(a) => Ok(deliver(
-            fail_closed(
-                || provider_answer(a, Provider::Codex),
-                |r| Provider::Codex.block(r),
-            ),
-            out,
-        )),
-        HookCommand::Gemini(a) if a.print_settings => {
-            print_provider_settings(a, Provider::Gemini, out)
-        }
-        HookCommand::Gemini(a) => Ok(deliver(
-            fail_closed(
-                || provider_answer(a, Provider::Gemini),
-                |r| Provider::Gemini.block(r),
-            ),
-            out,
-        )),
+        HookCommand::Codex(a) => provider_hook(a, Provider::Codex, out),
+        HookCommand::Gemini(a) => provider_hook(a, Provider::Gemini, out),
     }
+}
+
+/// A provider's hook: the settings that install it (`--print-settings`), or its answer to one
+/// event, failing closed.
+fn provider_hook(
+    a: &HookArgs,
+    provider: Provider,
+    out: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    if a.print_settings {
+        return print_provider_settings(a, provider, out);
+    }
+    Ok(deliver(
+        fail_closed(|| provider_answer(a, provider), |r| provider.block(r)),
+        out,
+    ))
 }
 
 /// Claude Code's blocking answer: exit 2 with the reason on stderr.
@@ -648,29 +646,24 @@ fn journal_verdict(
     } else {
         None
     };
-    let payload = HookVerdict {
-        provider: label(e.provider)?,
-        event: label(e.event)?,
-        session_id: e.session_id.and_then(|s| SessionId::new(s).ok()),
-        tool: label(tool_name)?,
-        arguments_digest: digest_of(tool_input)?,
-        decision: match verdict.decision {
-            Decision::Allow => HookDecision::Allow,
-            Decision::Ask => HookDecision::Ask,
-            Decision::Deny => HookDecision::Deny,
-        },
-        reason_code,
-        rule: verdict
-            .rule
-            .as_deref()
-            .map(|r| RuleText::new(claude_code::truncate(r, 1000)))
-            .transpose()
-            .map_err(|err| input_err("rule", err))?,
-        source: verdict.source.as_deref().map(label).transpose()?,
-        policy_digest: verdict.policy_digest.clone(),
-    };
-    let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
-    append(path, JournalRecordType::HookVerdict, e, snapshot, payload)
+    journal_decided(path, e, (tool_name, tool_input), snapshot, || {
+        Ok(Decided {
+            decision: match verdict.decision {
+                Decision::Allow => HookDecision::Allow,
+                Decision::Ask => HookDecision::Ask,
+                Decision::Deny => HookDecision::Deny,
+            },
+            reason_code,
+            rule: verdict
+                .rule
+                .as_deref()
+                .map(|r| RuleText::new(claude_code::truncate(r, 1000)))
+                .transpose()
+                .map_err(|err| input_err("rule", err))?,
+            source: verdict.source.as_deref().map(label).transpose()?,
+            policy_digest: verdict.policy_digest.clone(),
+        })
+    })
 }
 
 /// Journals a guard's denial: no rule decided, the reason code says a guard did.
@@ -681,17 +674,58 @@ fn journal_guard(
     tool_input: &Value,
     snapshot: &PolicySnapshot,
 ) -> Result<(), CliError> {
+    journal_decided(path, e, (tool_name, tool_input), snapshot, || {
+        Ok(Decided {
+            decision: HookDecision::Deny,
+            reason_code: Some(ReasonCode::Guard),
+            rule: None,
+            source: None,
+            policy_digest: snapshot.digest().clone(),
+        })
+    })
+}
+
+/// What decided a journaled call: a `hook_verdict`'s fields from its decision on.
+struct Decided {
+    decision: HookDecision,
+    reason_code: Option<ReasonCode>,
+    rule: Option<RuleText>,
+    source: Option<Label>,
+    policy_digest: Digest,
+}
+
+/// Journals one `hook_verdict`: the call `e` asked about (its tool name and input, checked
+/// first), then what `decided` answers decided it.
+fn journal_decided(
+    path: &Path,
+    e: &Asker<'_>,
+    (tool_name, tool_input): (&str, &Value),
+    snapshot: &PolicySnapshot,
+    decided: impl FnOnce() -> Result<Decided, CliError>,
+) -> Result<(), CliError> {
+    let provider = label(e.provider)?;
+    let event = label(e.event)?;
+    let session_id = e.session_id.and_then(|s| SessionId::new(s).ok());
+    let tool = label(tool_name)?;
+    let arguments_digest = digest_of(tool_input)?;
+    let Decided {
+        decision,
+        reason_code,
+        rule,
+        source,
+        policy_digest,
+    } = decided()?;
     let payload = HookVerdict {
-        provider: label(e.provider)?,
-        event: label(e.event)?,
-        session_id: e.session_id.and_then(|s| SessionId::new(s).ok()),
-        tool: label(tool_name)?,
-        arguments_digest: digest_of(tool_input)?,
-        decision: HookDecision::Deny,
-        reason_code: Some(ReasonCode::Guard),
-        rule: None,
-        source: None,
-        policy_digest: snapshot.digest().clone(),
+        provider,
+        event,
+        session_id,
+        tool,
+        arguments_digest,
+        decision,
+        reason_code,
+        rule,
+        source,
+        policy_digest,
     };
     let payload = serde_json::to_value(&payload).map_err(|err| input_err("payload", err))?;
     append(path, JournalRecordType::HookVerdict, e, snapshot, payload)

@@ -18,6 +18,14 @@ pub(crate) struct PolicyPath {
 }
 
 impl PolicyPath {
+    /// Each of `paths`, in order, speaking for `role`.
+    pub(crate) fn each(paths: &[PathBuf], role: Role) -> impl Iterator<Item = Self> + '_ {
+        paths.iter().map(move |path| Self {
+            path: path.clone(),
+            role,
+        })
+    }
+
     /// The command-line flag that loads a file of this role.
     pub(crate) fn flag(&self) -> &'static str {
         match self.role {

@@ -125,12 +125,7 @@ impl PolicyArgs {
             (&self.untrusted, Role::Untrusted),
         ]
         .into_iter()
-        .flat_map(|(paths, role)| {
-            paths.iter().map(move |path| load::PolicyPath {
-                path: path.clone(),
-                role,
-            })
-        })
+        .flat_map(|(paths, role)| load::PolicyPath::each(paths, role))
         .collect()
     }
 
@@ -165,16 +160,39 @@ struct CheckArgs {
     scope: Option<String>,
 }
 
+/// One call given on the command line.
 #[derive(Debug, Args)]
-struct ExplainArgs {
-    #[command(flatten)]
-    policy: PolicyArgs,
-    /// The tool to decide.
+struct CallArgs {
+    /// The tool to call (`warden exec` runs `bash`, `edit`, `list`, `read` and `write`).
     #[arg(long, value_name = "NAME")]
     tool: String,
     /// The call's arguments: a JSON object.
     #[arg(long, value_name = "JSON")]
     args: String,
+}
+
+impl CallArgs {
+    /// The call's arguments ([`args_object`]).
+    fn arguments(&self) -> Result<serde_json::Map<String, serde_json::Value>, CliError> {
+        args_object(&self.args)
+    }
+}
+
+/// `--args`: a JSON object.
+fn args_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, CliError> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err(CliError::Input("--args: must be a JSON object".into())),
+        Err(e) => Err(CliError::Input(format!("--args: invalid JSON: {e}"))),
+    }
+}
+
+#[derive(Debug, Args)]
+struct ExplainArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[command(flatten)]
+    call: CallArgs,
     /// The working directory relative paths in arguments resolve against (default: current).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,

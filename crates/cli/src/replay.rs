@@ -118,14 +118,8 @@ pub(crate) fn run(a: &ReplayArgs, out: &mut impl Write) -> Result<ExitCode, CliE
         None
     } else {
         // The policy compared against: project files, as `--policy` loads them.
-        let files: Vec<load::PolicyPath> = a
-            .against
-            .iter()
-            .map(|path| load::PolicyPath {
-                path: path.clone(),
-                role: warden_policy::Role::Project,
-            })
-            .collect();
+        let files: Vec<load::PolicyPath> =
+            load::PolicyPath::each(&a.against, warden_policy::Role::Project).collect();
         Some(load::snapshot(&files, a.policy.project_root.as_deref())?)
     };
     let cwd = match &a.cwd {
