@@ -193,16 +193,12 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Connects over `reader` (the server's output) and `writer` (its input); `initialize`
     /// must complete within `timeout`.
-    pub(crate) async fn connect<R, W>(
+    pub(crate) async fn connect(
         server: &str,
-        reader: R,
-        writer: W,
+        reader: impl AsyncRead + Send + Unpin + 'static,
+        writer: impl AsyncWrite + Send + Unpin + 'static,
         timeout: Duration,
-    ) -> Result<Self, ClientError>
-    where
-        R: AsyncRead + Send + Unpin + 'static,
-        W: AsyncWrite + Send + Unpin + 'static,
-    {
+    ) -> Result<Self, ClientError> {
         let reader = LineCap {
             inner: reader,
             line: 0,

@@ -59,10 +59,7 @@ impl ServerConnection {
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let connection = Connection::connect(&server.name, reader, writer, timeout).await?;
-        Ok(Self {
-            server: server.clone(),
-            connection: Arc::new(connection),
-        })
+        Ok(Self::of(server, connection))
     }
 
     /// Connects to `server` at its Streamable HTTP endpoint `url` (admitted by
@@ -74,10 +71,14 @@ impl ServerConnection {
         timeout: Duration,
     ) -> Result<Self, ClientError> {
         let connection = Connection::dial(&server.name, url, timeout).await?;
-        Ok(Self {
+        Ok(Self::of(server, connection))
+    }
+
+    fn of(server: &McpServer, connection: Connection) -> Self {
+        Self {
             server: server.clone(),
             connection: Arc::new(connection),
-        })
+        }
     }
 
     /// The server.
