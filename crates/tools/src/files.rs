@@ -45,6 +45,23 @@ fn args_of(arguments: &Value) -> Map<String, Value> {
     arguments.as_object().cloned().unwrap_or_default()
 }
 
+/// A call's `path` argument as given.
+fn path_arg(args: &Map<String, Value>) -> Result<&str, ToolError> {
+    str_arg(args, "path").map_err(invalid)
+}
+
+/// The precondition of a tool that reads anywhere the policy allows (`read`, `list`): its
+/// `path` resolves for reading.
+fn readable(workspace: &Workspace, arguments: &Map<String, Value>) -> Result<(), String> {
+    workspace
+        .resolve_read(str_arg(arguments, "path")?)
+        .map(|_| ())
+}
+
+fn is_a_directory(given: &str) -> ToolError {
+    failed("is_a_directory", format!("{given} is a directory"))
+}
+
 pub(crate) fn failed(kind: &str, message: impl Into<String>) -> ToolError {
     ToolError::Failed {
         kind: kind.to_owned(),
@@ -185,20 +202,18 @@ impl Tool for ReadTool {
     }
 
     fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
-        self.workspace
-            .resolve_read(str_arg(arguments, "path")?)
-            .map(|_| ())
+        readable(&self.workspace, arguments)
     }
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
         let args = args_of(&arguments);
-        let given = str_arg(&args, "path").map_err(invalid)?;
+        let given = path_arg(&args)?;
         let offset = count_arg(&args, "offset", 1)?;
         let limit = count_arg(&args, "limit", DEFAULT_READ_LINES)?;
         let path = self.workspace.resolve_read(given).map_err(invalid)?;
         let file = std::fs::File::open(&path).map_err(|e| io_failure(given, &e))?;
         if file.metadata().map_err(|e| io_failure(given, &e))?.is_dir() {
-            return Err(failed("is_a_directory", format!("{given} is a directory")));
+            return Err(is_a_directory(given));
         }
         let mut reader = std::io::BufReader::new(file);
         let mut line = Vec::new();
@@ -315,14 +330,12 @@ impl Tool for ListTool {
     }
 
     fn precondition(&self, arguments: &Map<String, Value>) -> Result<(), String> {
-        self.workspace
-            .resolve_read(str_arg(arguments, "path")?)
-            .map(|_| ())
+        readable(&self.workspace, arguments)
     }
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
         let args = args_of(&arguments);
-        let given = str_arg(&args, "path").map_err(invalid)?;
+        let given = path_arg(&args)?;
         let path = self.workspace.resolve_read(given).map_err(invalid)?;
         let dir = std::fs::read_dir(&path).map_err(|e| io_failure(given, &e))?;
         let mut entries: Vec<(String, std::fs::DirEntry)> = Vec::new();
@@ -420,6 +433,11 @@ fn write_target(workspace: &Workspace, path: &str) -> Result<std::path::PathBuf,
     Ok(resolved)
 }
 
+/// [`write_target`] for a call (`outside_workspace` when it refuses).
+fn writable(workspace: &Workspace, given: &str) -> Result<std::path::PathBuf, ToolError> {
+    write_target(workspace, given).map_err(|m| failed("outside_workspace", m))
+}
+
 #[async_trait]
 impl Tool for WriteTool {
     fn descriptor(&self) -> &ActionDescriptor {
@@ -440,12 +458,11 @@ impl Tool for WriteTool {
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
         let args = args_of(&arguments);
-        let given = str_arg(&args, "path").map_err(invalid)?;
+        let given = path_arg(&args)?;
         let content = str_arg(&args, "content").map_err(invalid)?;
-        let path =
-            write_target(&self.workspace, given).map_err(|m| failed("outside_workspace", m))?;
+        let path = writable(&self.workspace, given)?;
         if path.is_dir() {
-            return Err(failed("is_a_directory", format!("{given} is a directory")));
+            return Err(is_a_directory(given));
         }
         let created = std::fs::symlink_metadata(&path).is_err();
         if let Some(parent) = path.parent() {
@@ -521,7 +538,7 @@ impl Tool for EditTool {
 
     async fn invoke(&self, _token: InvocationToken, arguments: Value) -> Result<Value, ToolError> {
         let args = args_of(&arguments);
-        let given = str_arg(&args, "path").map_err(invalid)?;
+        let given = path_arg(&args)?;
         let old = str_arg(&args, "old").map_err(invalid)?;
         let new = str_arg(&args, "new").map_err(invalid)?;
         let replace_all = args
@@ -531,11 +548,10 @@ impl Tool for EditTool {
         if old.is_empty() {
             return Err(invalid("`old` must not be empty"));
         }
-        let path =
-            write_target(&self.workspace, given).map_err(|m| failed("outside_workspace", m))?;
+        let path = writable(&self.workspace, given)?;
         let meta = std::fs::metadata(&path).map_err(|e| io_failure(given, &e))?;
         if meta.is_dir() {
-            return Err(failed("is_a_directory", format!("{given} is a directory")));
+            return Err(is_a_directory(given));
         }
         if meta.len() > MAX_WRITE_BYTES as u64 {
             return Err(failed(
