@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use async_trait::async_trait;
 use warden_contracts::{
@@ -12,7 +13,7 @@ use warden_contracts::{
 
 use crate::error::SandboxError;
 use crate::helper::{
-    self, CANARY, EXEC_MODE, IsolationProbe, LandlockProbe, PROBE_MODE, ProbeResult,
+    self, CANARY, EXEC_MODE, IsolationProbe, LandlockProbe, PROBE_MODE, ProbeResult, unsupported,
 };
 use crate::records::{ProcessRecords, RECORD_VARIABLE, Record};
 use crate::spec::{ResourceLimits, SandboxSpec};
@@ -136,10 +137,7 @@ impl SubprocessBackend {
         }
         let simulated = |m: Mechanism, r: ProbeResult| {
             if options.simulate_unavailable.contains(&m) {
-                ProbeResult {
-                    status: "unsupported".into(),
-                    detail: format!("{} simulated as unavailable", m.name()),
-                }
+                unsupported(format!("{} simulated as unavailable", m.name()))
             } else {
                 r
             }
@@ -245,19 +243,9 @@ impl SubprocessBackend {
     /// returned [`PipedProcess`] is dropped, which kills it; `spec.stdin` and
     /// `spec.timeout_ms` do not apply.
     pub fn spawn_piped(&self, spec: &ProcessSpec) -> Result<PipedProcess, BackendError> {
-        let mut child = self
-            .helper_command(spec)?
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| BackendError::Spawn {
-                message: format!("{}: {e}", spec.program),
-            })?;
+        let mut child = self.spawn_helper(spec, [Stdio::piped(), Stdio::piped(), Stdio::null()])?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(BackendError::Spawn {
-                message: format!("{}: no pipes", spec.program),
-            });
+            return Err(spawn_failed(spec, "no pipes"));
         };
         Ok(PipedProcess {
             child,
@@ -271,27 +259,30 @@ impl SubprocessBackend {
     /// such as a coding agent), and waits for it: its exit code, or `None` when a signal ended
     /// it. `spec.stdin` and `spec.max_output_bytes` do not apply; `spec.timeout_ms` does.
     pub async fn run_attached(&self, spec: &ProcessSpec) -> Result<Option<i32>, BackendError> {
-        let mut child = self
-            .helper_command(spec)?
-            .stdin(std::process::Stdio::inherit())
-            .stdout(std::process::Stdio::inherit())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .map_err(|e| BackendError::Spawn {
-                message: format!("{}: {e}", spec.program),
-            })?;
+        let mut child =
+            self.spawn_helper(spec, [Stdio::inherit(), Stdio::inherit(), Stdio::inherit()])?;
         let waited = match spec.timeout_ms {
             Some(ms) => tokio::time::timeout(std::time::Duration::from_millis(ms), child.wait())
                 .await
-                .map_err(|_| BackendError::Spawn {
-                    message: format!("{}: still running after {ms} ms, killed", spec.program),
-                })?,
+                .map_err(|_| spawn_failed(spec, format!("still running after {ms} ms, killed")))?,
             None => child.wait().await,
         };
-        let status = waited.map_err(|e| BackendError::Spawn {
-            message: format!("{}: {e}", spec.program),
-        })?;
+        let status = waited.map_err(|e| spawn_failed(spec, e))?;
         Ok(status.code())
+    }
+
+    /// [`Self::helper_command`] spawned, with its standard input, output and error `stdio`.
+    fn spawn_helper(
+        &self,
+        spec: &ProcessSpec,
+        [stdin, stdout, stderr]: [Stdio; 3],
+    ) -> Result<tokio::process::Child, BackendError> {
+        self.helper_command(spec)?
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| spawn_failed(spec, e))
     }
 
     /// The helper's command that runs `spec` contained (its exec mode, the spec, this
@@ -464,42 +455,49 @@ async fn run_helper(
 }
 
 fn run_probe(helper: &Path, args: &[&str], env: &[(&str, &str)]) -> ProbeResult {
-    let output = helper::command(helper)
-        .arg(PROBE_MODE)
+    let args: Vec<&str> = [PROBE_MODE]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    probe_answer(helper_output(helper, &args, env), "probe", |e| {
+        format!("probe could not start: {e}")
+    })
+}
+
+/// Runs the helper with `args` and nothing of this process's environment but `env`, to its end.
+fn helper_output(
+    helper: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::io::Result<std::process::Output> {
+    helper::command(helper)
         .args(args)
         .env_clear()
         .envs(env.iter().copied())
-        .output();
+        .output()
+}
+
+/// What a probe the helper ran answered (`output`): what it printed, else unsupported, saying
+/// how `probe` failed; `not_started` words a helper that could not start.
+fn probe_answer(
+    output: std::io::Result<std::process::Output>,
+    probe: &str,
+    not_started: impl FnOnce(std::io::Error) -> String,
+) -> ProbeResult {
     match output {
-        Ok(o) if o.status.success() => {
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| ProbeResult {
-                status: "unsupported".into(),
-                detail: format!("probe answered nonsense: {e}"),
-            })
-        }
-        Ok(o) => ProbeResult {
-            status: "unsupported".into(),
-            detail: format!(
-                "probe failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-        },
-        Err(e) => ProbeResult {
-            status: "unsupported".into(),
-            detail: format!("probe could not start: {e}"),
-        },
+        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| unsupported(format!("probe answered nonsense: {e}"))),
+        Ok(o) => unsupported(format!(
+            "{probe} failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => unsupported(not_started(e)),
     }
 }
 
 fn probe_landlock(helper: &Path) -> ProbeResult {
-    let base = std::env::temp_dir().join(format!(
-        "warden-landlock-probe-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
+    let base = probe_path("landlock");
     let probe = LandlockProbe {
         allowed: base.join("allowed"),
         forbidden: base.join("forbidden"),
@@ -508,24 +506,22 @@ fn probe_landlock(helper: &Path) -> ProbeResult {
         .and_then(|()| std::fs::create_dir_all(&probe.forbidden));
     let result = match (made, serde_json::to_string(&probe)) {
         (Ok(()), Ok(json)) => run_probe(helper, &["landlock", &json], &[]),
-        (Err(e), _) => ProbeResult {
-            status: "unsupported".into(),
-            detail: format!("cannot create probe folders: {e}"),
-        },
-        (_, Err(e)) => ProbeResult {
-            status: "unsupported".into(),
-            detail: e.to_string(),
-        },
+        (Err(e), _) => unsupported(format!("cannot create probe folders: {e}")),
+        (_, Err(e)) => unsupported(e.to_string()),
     };
     let escaped = probe.forbidden.join("probe").exists();
     let _ = std::fs::remove_dir_all(&base);
     if escaped {
-        return ProbeResult {
-            status: "unsupported".into(),
-            detail: "the probe wrote outside its write root".into(),
-        };
+        return unsupported("the probe wrote outside its write root".into());
     }
     result
+}
+
+/// `spec`'s program did not start or end as asked (`why`).
+fn spawn_failed(spec: &ProcessSpec, why: impl std::fmt::Display) -> BackendError {
+    BackendError::Spawn {
+        message: format!("{}: {why}", spec.program),
+    }
 }
 
 /// A spec that runs the helper's probe `name` (with `arg`) as the contained program, with no
@@ -559,52 +555,30 @@ fn probe_env(helper: &Path) -> ProbeResult {
 /// call takes, and reads the probe's answer.
 fn run_contained_probe(helper: &Path, spec: &SandboxSpec, env: &[(&str, &str)]) -> ProbeResult {
     let Ok(json) = serde_json::to_string(spec) else {
-        return ProbeResult {
-            status: "unsupported".into(),
-            detail: "cannot encode the probe".into(),
-        };
+        return unsupported("cannot encode the probe".into());
     };
-    let output = helper::command(helper)
-        .arg(EXEC_MODE)
-        .arg(json)
-        .arg(std::process::id().to_string())
-        .env_clear()
-        .envs(env.iter().copied())
-        .output();
-    match output {
-        Ok(o) if o.status.success() => {
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| ProbeResult {
-                status: "unsupported".into(),
-                detail: format!("probe answered nonsense: {e}"),
-            })
-        }
-        Ok(o) => ProbeResult {
-            status: "unsupported".into(),
-            detail: format!(
-                "{} probe failed ({}): {}",
-                spec.args.get(1).map_or("the", String::as_str),
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-        },
-        Err(e) => ProbeResult {
-            status: "unsupported".into(),
-            detail: e.to_string(),
-        },
-    }
+    let pid = std::process::id().to_string();
+    let output = helper_output(helper, &[EXEC_MODE, &json, &pid], env);
+    let probe = format!("{} probe", spec.args.get(1).map_or("the", String::as_str));
+    probe_answer(output, &probe, |e| e.to_string())
 }
 
 /// A fresh folder for one probe's files.
 fn probe_dir(name: &str) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = probe_path(name);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Where probe `name` of this process keeps its files, unique to this moment.
+fn probe_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
         "warden-{name}-probe-{}-{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
-    ));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    ))
 }
 
 fn encode(probe: &IsolationProbe) -> Option<String> {
@@ -634,20 +608,14 @@ fn probe_descriptors(helper: &Path) -> ProbeResult {
         let written = std::fs::metadata(&path).map_or(0, |m| m.len());
         let _ = std::fs::remove_dir_all(&dir);
         Ok(if written > 0 {
-            ProbeResult {
-                status: "unsupported".into(),
-                detail: format!(
-                    "{written} bytes reached the file through the inherited descriptor"
-                ),
-            }
+            unsupported(format!(
+                "{written} bytes reached the file through the inherited descriptor"
+            ))
         } else {
             result
         })
     })();
-    result.unwrap_or_else(|detail: String| ProbeResult {
-        status: "unsupported".into(),
-        detail,
-    })
+    result.unwrap_or_else(unsupported)
 }
 
 /// Runs the probe program isolated, telling it this process's id: it must be PID 1 of its own
@@ -703,17 +671,11 @@ fn probe_unix(helper: &Path) -> ProbeResult {
         Ok(if reached.is_empty() {
             result
         } else {
-            ProbeResult {
-                status: "unsupported".into(),
-                detail: format!(
-                    "the contained program connected to {}",
-                    reached.join(" and ")
-                ),
-            }
+            unsupported(format!(
+                "the contained program connected to {}",
+                reached.join(" and ")
+            ))
         })
     })();
-    result.unwrap_or_else(|detail: String| ProbeResult {
-        status: "unsupported".into(),
-        detail,
-    })
+    result.unwrap_or_else(unsupported)
 }

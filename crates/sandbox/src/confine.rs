@@ -20,11 +20,20 @@ const ABI_TARGET: ABI = ABI::V5;
 
 /// Moves the process into a new user and network namespace: no interface but a down loopback.
 pub(crate) fn enter_network_namespace() -> Result<(), SandboxError> {
+    unshare_as_self(
+        CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET,
+        "user+net",
+    )
+}
+
+/// Unshares the namespaces `flags` names (`what`, in an error), a new user namespace among
+/// them, and maps this process's own ids into it so files it creates keep their owner.
+fn unshare_as_self(flags: CloneFlags, what: &str) -> Result<(), SandboxError> {
+    // Read before the unshare: inside the new user namespace they are unmapped until then.
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
-    nix::sched::unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-        .map_err(|e| SandboxError::Confine(format!("unshare(user+net): {e}")))?;
-    // Map our own ids so files we create keep their owner.
+    nix::sched::unshare(flags)
+        .map_err(|e| SandboxError::Confine(format!("unshare({what}): {e}")))?;
     write_proc("/proc/self/setgroups", "deny")?;
     write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
@@ -130,18 +139,11 @@ pub(crate) fn close_inherited_descriptors() -> Result<(), SandboxError> {
 /// Moves the process into a new user, mount and PID namespace (and network namespace when
 /// `network_off`); its next child is PID 1 of the new PID namespace.
 pub(crate) fn enter_process_namespaces(network_off: bool) -> Result<(), SandboxError> {
-    let uid = nix::unistd::getuid();
-    let gid = nix::unistd::getgid();
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
     if network_off {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    nix::sched::unshare(flags)
-        .map_err(|e| SandboxError::Confine(format!("unshare(user+mount+pid): {e}")))?;
-    write_proc("/proc/self/setgroups", "deny")?;
-    write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
-    write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
-    Ok(())
+    unshare_as_self(flags, "user+mount+pid")
 }
 
 /// Asks the kernel to kill this process (`SIGKILL`) when the one that started it dies

@@ -239,7 +239,8 @@ fn probe_mode(args: &[String]) -> i32 {
     }
 }
 
-fn unsupported(detail: String) -> ProbeResult {
+/// The mechanism is not available; `detail` says why.
+pub(crate) fn unsupported(detail: String) -> ProbeResult {
     ProbeResult {
         status: "unsupported".into(),
         detail,
