@@ -941,16 +941,7 @@ impl PolicySnapshot {
                 let (decision, reason) = self
                     .mode_cap(&call.tool, false, call, decision)
                     .unwrap_or((decision, reason));
-                Verdict {
-                    decision,
-                    rule: None,
-                    source: None,
-                    reason,
-                    subject: None,
-                    subjects,
-                    policy_digest: self.digest.clone(),
-                    confined: call.confined.clone(),
-                }
+                self.unruled(decision, reason, subjects, call.confined.clone())
             }
             Some(i) => {
                 let d = &subjects[i];
@@ -972,15 +963,13 @@ impl PolicySnapshot {
                 } else {
                     d.reason.clone()
                 };
+                let (rule, source) = (d.rule.clone(), d.source.clone());
+                let subject = (subjects.len() > 1).then(|| d.text.clone());
                 Verdict {
-                    decision,
-                    rule: d.rule.clone(),
-                    source: d.source.clone(),
-                    reason,
-                    subject: (subjects.len() > 1).then(|| d.text.clone()),
-                    subjects,
-                    policy_digest: self.digest.clone(),
-                    confined: call.confined.clone(),
+                    rule,
+                    source,
+                    subject,
+                    ..self.unruled(decision, reason, subjects, call.confined.clone())
                 }
             }
         };
@@ -989,15 +978,26 @@ impl PolicySnapshot {
     }
 
     fn verdict_without_subjects(&self, decision: Decision, reason: Arc<str>) -> Verdict {
+        self.unruled(decision, reason, Vec::new(), None)
+    }
+
+    /// A verdict under this snapshot that cites no rule and no subject.
+    fn unruled(
+        &self,
+        decision: Decision,
+        reason: Arc<str>,
+        subjects: Vec<SubjectVerdict>,
+        confined: Option<String>,
+    ) -> Verdict {
         Verdict {
             decision,
             rule: None,
             source: None,
             reason,
             subject: None,
-            subjects: Vec::new(),
+            subjects,
             policy_digest: self.digest.clone(),
-            confined: None,
+            confined,
         }
     }
 }

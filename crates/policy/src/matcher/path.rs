@@ -114,15 +114,7 @@ impl PathPattern {
             }
             body
         };
-        for part in rest.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    comps.pop();
-                }
-                _ => comps.push(Comp::Glob(part)),
-            }
-        }
+        push_parts(&mut comps, rest, Comp::Glob);
 
         let mut base = String::new();
         for comp in &comps {
@@ -184,16 +176,22 @@ fn push_literal<'a>(comps: &mut Vec<Comp<'a>>, dir: &'a Path, what: &str) -> Res
     if !text.starts_with('/') {
         return Err(format!("the {what} `{text}` is not absolute"));
     }
+    push_parts(comps, text, Comp::Literal);
+    Ok(())
+}
+
+/// Pushes the `/`-separated parts of `text` as `comp`s, lexically: `.` and empty parts are
+/// dropped, `..` drops the component before it.
+fn push_parts<'a>(comps: &mut Vec<Comp<'a>>, text: &'a str, comp: fn(&'a str) -> Comp<'a>) {
     for part in text.split('/') {
         match part {
             "" | "." => {}
             ".." => {
                 comps.pop();
             }
-            _ => comps.push(Comp::Literal(part)),
+            _ => comps.push(comp(part)),
         }
     }
-    Ok(())
 }
 
 /// Escapes every glob metacharacter: the text matches itself only.

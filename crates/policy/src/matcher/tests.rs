@@ -28,6 +28,22 @@ fn probes(value: &Value) -> Vec<String> {
 }
 
 /// Asserts the index invariant for one pattern and value, in both views.
+/// `pattern` (compiled from `spec`) matches `value` as `restrict` in the restricting view and as
+/// `permit` in the permitting one, and its index finds it ([`assert_indexed`]).
+fn assert_views(spec: &str, pattern: &Pattern, value: &Value, restrict: bool, permit: bool) {
+    assert_eq!(
+        pattern.matches(value, View::Restrict),
+        restrict,
+        "{spec:?} restrict {value:?}"
+    );
+    assert_eq!(
+        pattern.matches(value, View::Permit),
+        permit,
+        "{spec:?} permit {value:?}"
+    );
+    assert_indexed(pattern, value);
+}
+
 fn assert_indexed(pattern: &Pattern, value: &Value) {
     let probes = probes(value);
     let mut unique = probes.clone();
@@ -241,17 +257,7 @@ fn path_table() {
     for &(spec, value, resolved, restrict, permit) in cases {
         let pattern = compile(MatcherKind::Path, spec);
         let value = path_value(value, resolved);
-        assert_eq!(
-            pattern.matches(&value, View::Restrict),
-            restrict,
-            "{spec:?} restrict {value:?}"
-        );
-        assert_eq!(
-            pattern.matches(&value, View::Permit),
-            permit,
-            "{spec:?} permit {value:?}"
-        );
-        assert_indexed(&pattern, &value);
+        assert_views(spec, &pattern, &value, restrict, permit);
     }
 }
 
@@ -507,17 +513,7 @@ fn shell_table() {
     for &(spec, written, normalized, restrict, permit) in cases {
         let pattern = compile(MatcherKind::Shell, spec);
         let value = shell(written, normalized);
-        assert_eq!(
-            pattern.matches(&value, View::Restrict),
-            restrict,
-            "{spec} restrict {value:?}"
-        );
-        assert_eq!(
-            pattern.matches(&value, View::Permit),
-            permit,
-            "{spec} permit {value:?}"
-        );
-        assert_indexed(&pattern, &value);
+        assert_views(spec, &pattern, &value, restrict, permit);
     }
     let field = serde_json::json!(" git\tstatus  -s ");
     let value = Value::prepare(

@@ -107,11 +107,15 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
     }
     let mut out = Normalized::default();
     let words = &command.words;
-    let assigned_written: Vec<String> = command
-        .assignments
-        .iter()
-        .map(|w| w.written.clone())
-        .collect();
+    // The assignments and the words from the `j`th on, as written.
+    let written_from = |j: usize| -> Vec<String> {
+        command
+            .assignments
+            .iter()
+            .chain(&words[j..])
+            .map(|w| w.written.clone())
+            .collect()
+    };
     let literal = || -> Vec<String> {
         command
             .assignments
@@ -120,16 +124,9 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
             .map(|w| w.value.clone())
             .collect()
     };
-    let written_all: Vec<String> = command
-        .assignments
-        .iter()
-        .chain(words)
-        .map(|w| w.written.clone())
-        .collect();
-
     let mut c = ShellCommand {
         text: command.text.clone(),
-        written: written_all,
+        written: written_from(0),
         normalized: Vec::new(),
         also: Vec::new(),
         unknown: None,
@@ -224,11 +221,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                 }
                 (_, Inner::None) => break,
                 (Kind::Transparent, Inner::At(j)) => {
-                    c.written = assigned_written
-                        .iter()
-                        .cloned()
-                        .chain(words[j..].iter().map(|w| w.written.clone()))
-                        .collect();
+                    c.written = written_from(j);
                     i = j;
                     continue;
                 }
@@ -246,11 +239,7 @@ fn normalize_at(command: &SimpleCommand, depth: usize) -> Normalized {
                     }
                     c.extends = true;
                     c.via = Some(name.clone());
-                    c.written = assigned_written
-                        .iter()
-                        .cloned()
-                        .chain(words[j..].iter().map(|w| w.written.clone()))
-                        .collect();
+                    c.written = written_from(j);
                     i = j;
                     continue;
                 }
@@ -427,7 +416,7 @@ fn input_into_code(wrapper: &str, options: &[Word], inner: &[Word]) -> Option<St
 
 /// A subject that is never allowed, for a part of `text` Warden cannot know; it comes after
 /// the command's own subjects, so a deny rule that also fires is the one cited.
-fn unknown_subject(text: &str, why: String) -> ShellCommand {
+pub(super) fn unknown_subject(text: &str, why: String) -> ShellCommand {
     ShellCommand {
         text: text.to_owned(),
         written: vec![text.to_owned()],

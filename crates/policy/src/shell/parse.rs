@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree, TreeCursor};
 
 use super::{MAX_COMMAND_BYTES, MAX_HEREDOCS, SplitError};
 
@@ -281,7 +281,7 @@ fn literal_ranges(tree: &Tree, text: &[u8]) -> Vec<(usize, usize)> {
     let mut cursor = tree.root_node().walk();
     // Whether the nearest heredoc redirect above the cursor is quoted, per depth.
     let mut quoted: Vec<bool> = vec![false];
-    'walk: loop {
+    loop {
         let node = cursor.node();
         let here = quoted.last().copied().unwrap_or(false);
         if keeps_continuations(node, here) {
@@ -295,14 +295,10 @@ fn literal_ranges(tree: &Tree, text: &[u8]) -> Vec<(usize, usize)> {
             quoted.push(q);
             continue;
         }
-        loop {
-            if cursor.goto_next_sibling() {
-                continue 'walk;
-            }
-            if !cursor.goto_parent() {
-                break 'walk;
-            }
+        if !past_subtree(&mut cursor, || {
             quoted.pop();
+        }) {
+            break;
         }
     }
     out.sort_unstable();
@@ -360,7 +356,7 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
     let bytes = parsed.text.as_bytes();
     let mut read_to = 0;
     let mut cursor = parsed.tree.root_node().walk();
-    'walk: loop {
+    loop {
         let node = cursor.node();
         match node.kind() {
             // `$⏎"x"` is no translated string to bash: `$` ends its line.
@@ -386,13 +382,8 @@ fn check_coverage(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
         }
         misread(node, bytes, context)?;
         read_to = read_to.max(node.end_byte());
-        loop {
-            if cursor.goto_next_sibling() {
-                continue 'walk;
-            }
-            if !cursor.goto_parent() {
-                break 'walk;
-            }
+        if !past_subtree(&mut cursor, || {}) {
+            break;
         }
     }
     skipped(bytes, read_to, bytes.len(), context)
@@ -567,6 +558,21 @@ fn skipped(bytes: &[u8], from: usize, to: usize, context: &str) -> Result<(), Sp
     })
 }
 
+/// Moves a preorder walk past the subtree at `cursor`: to the next sibling, else to the next
+/// sibling of the nearest ancestor that has one (`climbed` runs for each level climbed);
+/// `false` when no node follows.
+fn past_subtree(cursor: &mut TreeCursor<'_>, mut climbed: impl FnMut()) -> bool {
+    loop {
+        if cursor.goto_next_sibling() {
+            return true;
+        }
+        if !cursor.goto_parent() {
+            return false;
+        }
+        climbed();
+    }
+}
+
 /// The first `ERROR` or `MISSING` node, as an error naming it; found without recursion.
 fn check_errors(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
     let root = parsed.tree.root_node();
@@ -576,7 +582,7 @@ fn check_errors(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
     let bytes = parsed.text.as_bytes();
     let mut cursor = root.walk();
     let mut found = None;
-    'walk: loop {
+    loop {
         let node = cursor.node();
         if node.is_missing() || node.is_error() {
             found = Some(node);
@@ -585,13 +591,8 @@ fn check_errors(parsed: &Parsed, context: &str) -> Result<(), SplitError> {
         if node.has_error() && cursor.goto_first_child() {
             continue;
         }
-        loop {
-            if cursor.goto_next_sibling() {
-                continue 'walk;
-            }
-            if !cursor.goto_parent() {
-                break 'walk;
-            }
+        if !past_subtree(&mut cursor, || {}) {
+            break;
         }
     }
     let context = if context.is_empty() {

@@ -479,10 +479,7 @@ fn skip_delimited(b: &[char], from: usize, delim: char) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(s: &str) -> Vec<Word> {
-        s.split(' ').map(Word::literal).collect()
-    }
+    use crate::shell::word::words;
 
     #[test]
     fn sed_scripts_are_read_for_commands_and_written_files() {

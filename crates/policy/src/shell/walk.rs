@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tree_sitter::Node;
 
 use super::fast;
-use super::normalize::{ShellText, SimpleCommand, Stdin, normalize};
+use super::normalize::{ShellText, SimpleCommand, Stdin, normalize, unknown_subject};
 use super::parse::{self, Parsed, redirect_is_quoted};
 use super::word::{Word, shorten, text_of, word_from_nodes};
 use super::{
@@ -372,7 +372,7 @@ impl<'t> Walker<'t> {
                         && inner.contains('\\')
                     {
                         self.items.push(Item::Payload(ShellText {
-                            text: unescape_backticked(inner),
+                            text: unescape_backslashed(inner),
                             via: "a backtick substitution".into(),
                             constraint: false,
                         }));
@@ -563,7 +563,7 @@ impl<'t> Walker<'t> {
                     None if backtick_segments(&text).is_none_or(|b| !b.is_empty()) => {
                         Stdin::Dynamic("a backtick substitution".into())
                     }
-                    None => Stdin::Literal(unescape_heredoc(&text)),
+                    None => Stdin::Literal(unescape_backslashed(&text)),
                 })
             }
             "file_redirect" => {
@@ -659,7 +659,7 @@ impl<'t> Walker<'t> {
             context: String::new(),
         })? {
             self.items.push(Item::Payload(ShellText {
-                text: unescape_backticked(&inner),
+                text: unescape_backslashed(&inner),
                 via: "a backtick substitution".into(),
                 constraint: false,
             }));
@@ -671,18 +671,9 @@ impl<'t> Walker<'t> {
     fn unknown_construct(&mut self, node: Node<'_>, why: String) {
         let text = shorten(&self.text(node));
         self.unknown
-            .push(Item::Subject(ShellSubject::Command(ShellCommand {
-                text: text.clone(),
-                written: vec![text.clone()],
-                normalized: vec![text],
-                also: Vec::new(),
-                unknown: Some(why),
-                extends: false,
-                hazards: Vec::new(),
-                via: None,
-                read_only: false,
-                constraint: false,
-            })));
+            .push(Item::Subject(ShellSubject::Command(unknown_subject(
+                &text, why,
+            ))));
     }
 
     /// `$((…))`, `$[…]`, `((…))`, the header of `for ((…))`: every operand a number.
@@ -1006,26 +997,9 @@ fn backtick_segments(text: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// The command inside backticks: `\\`, `` \` `` and `\$` lose their backslash.
-fn unescape_backticked(inner: &str) -> String {
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\'
-            && let Some(&n) = chars.peek()
-            && matches!(n, '$' | '`' | '\\')
-        {
-            out.push(n);
-            chars.next();
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// An unquoted heredoc body as the shell passes it on: `\$`, `` \` `` and `\\` unescaped.
-fn unescape_heredoc(text: &str) -> String {
+/// Text as the shell passes on a command inside backticks or an unquoted heredoc body: `\$`,
+/// `` \` `` and `\\` lose their backslash.
+fn unescape_backslashed(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {

@@ -350,6 +350,12 @@ pub(super) fn shorten(text: &str) -> String {
     s.replace('\n', "⏎")
 }
 
+/// Test words: `s` split at single spaces, each a literal.
+#[cfg(test)]
+pub(super) fn words(s: &str) -> Vec<Word> {
+    s.split(' ').map(Word::literal).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

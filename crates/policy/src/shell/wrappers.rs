@@ -451,10 +451,7 @@ pub(super) fn shell_invocation(words: &[Word], start: usize) -> (ShellInvocation
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(s: &str) -> Vec<Word> {
-        s.split(' ').map(Word::literal).collect()
-    }
+    use crate::shell::word::words;
 
     #[test]
     fn options() {
