@@ -172,16 +172,13 @@ struct AdmissionDecisionWire {
 impl TryFrom<AdmissionDecisionWire> for AdmissionDecision {
     type Error = ContractError;
     fn try_from(w: AdmissionDecisionWire) -> Result<Self, Self::Error> {
-        let d = Self {
-            disposition: w.disposition,
-            reason: w.reason,
-            evaluator: w.evaluator,
+        Self {
             evidence: w.evidence,
             retry_at: w.retry_at,
             approval: w.approval,
-        };
-        d.validate()?;
-        Ok(d)
+            ..Self::bare(w.disposition, w.reason, w.evaluator)
+        }
+        .validated()
     }
 }
 
@@ -193,16 +190,25 @@ impl AdmissionDecision {
         reason: DecisionReason,
         evaluator: impl Into<String>,
     ) -> Result<Self, ContractError> {
-        let d = Self {
+        Self::bare(disposition, reason, evaluator.into()).validated()
+    }
+
+    /// A decision with nothing but its disposition, reason and evaluator (not validated).
+    fn bare(disposition: Disposition, reason: DecisionReason, evaluator: String) -> Self {
+        Self {
             disposition,
             reason,
-            evaluator: evaluator.into(),
+            evaluator,
             evidence: Vec::new(),
             retry_at: None,
             approval: None,
-        };
-        d.validate()?;
-        Ok(d)
+        }
+    }
+
+    /// The decision, once [`Self::validate`] accepts it.
+    fn validated(self) -> Result<Self, ContractError> {
+        self.validate()?;
+        Ok(self)
     }
 
     /// A capacity deferral, optionally saying when to retry.
@@ -211,16 +217,11 @@ impl AdmissionDecision {
         evaluator: impl Into<String>,
         retry_at: Option<Timestamp>,
     ) -> Result<Self, ContractError> {
-        let d = Self {
-            disposition: Disposition::Defer,
-            reason,
-            evaluator: evaluator.into(),
-            evidence: Vec::new(),
+        Self {
             retry_at,
-            approval: None,
-        };
-        d.validate()?;
-        Ok(d)
+            ..Self::bare(Disposition::Defer, reason, evaluator.into())
+        }
+        .validated()
     }
 
     /// An escalation carrying the approval request.
@@ -229,16 +230,11 @@ impl AdmissionDecision {
         evaluator: impl Into<String>,
         approval: ApprovalRequest,
     ) -> Result<Self, ContractError> {
-        let d = Self {
-            disposition: Disposition::Escalate,
-            reason,
-            evaluator: evaluator.into(),
-            evidence: Vec::new(),
-            retry_at: None,
+        Self {
             approval: Some(approval),
-        };
-        d.validate()?;
-        Ok(d)
+            ..Self::bare(Disposition::Escalate, reason, evaluator.into())
+        }
+        .validated()
     }
 
     /// The same decision with evidence references.
@@ -248,13 +244,7 @@ impl AdmissionDecision {
     }
 
     fn validate(&self) -> Result<(), ContractError> {
-        if self.evaluator.trim().is_empty() {
-            return Err(ContractError::invalid(
-                "evaluator",
-                &self.evaluator,
-                "must name the evaluator that decided",
-            ));
-        }
+        check_evaluator(&self.evaluator)?;
         if self.retry_at.is_some() && self.disposition != Disposition::Defer {
             return Err(ContractError::Inconsistent(
                 "retry_at is only allowed on a defer decision".into(),
@@ -295,4 +285,16 @@ impl AdmissionDecision {
     pub fn approval(&self) -> Option<&ApprovalRequest> {
         self.approval.as_ref()
     }
+}
+
+/// An evaluator's name must say who decided: blank is refused.
+pub(crate) fn check_evaluator(evaluator: &str) -> Result<(), ContractError> {
+    if evaluator.trim().is_empty() {
+        return Err(ContractError::invalid(
+            "evaluator",
+            evaluator,
+            "must name the evaluator that decided",
+        ));
+    }
+    Ok(())
 }

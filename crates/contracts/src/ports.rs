@@ -350,13 +350,7 @@ impl PolicyAnswer {
                 "a policy never defers: capacity is the admission stage's question".into(),
             ));
         }
-        if evaluator.trim().is_empty() {
-            return Err(ContractError::invalid(
-                "evaluator",
-                &evaluator,
-                "must name the evaluator that decided",
-            ));
-        }
+        crate::decision::check_evaluator(&evaluator)?;
         Ok(Self {
             disposition,
             reason,
