@@ -223,26 +223,19 @@ x = []
     fn finds_each_form_of_entry() {
         let m = Manifest::parse(TEXT);
         assert_eq!(m.package_name_line(), Some(2));
-        assert_eq!(
-            m.dependency_line("alpha", DependencyKind::Normal, None),
-            Some(5)
-        );
-        assert_eq!(
-            m.dependency_line("beta", DependencyKind::Normal, None),
-            Some(6)
-        );
-        assert_eq!(
-            m.dependency_line("gamma", DependencyKind::Normal, None),
-            Some(8)
-        );
-        assert_eq!(
-            m.dependency_line("alpha", DependencyKind::Development, None),
-            Some(12)
-        );
-        assert_eq!(
-            m.dependency_line("delta", DependencyKind::Build, Some("cfg(unix)")),
-            Some(15)
-        );
+        for (name, kind, target, line) in [
+            ("alpha", DependencyKind::Normal, None, 5),
+            ("beta", DependencyKind::Normal, None, 6),
+            ("gamma", DependencyKind::Normal, None, 8),
+            ("alpha", DependencyKind::Development, None, 12),
+            ("delta", DependencyKind::Build, Some("cfg(unix)"), 15),
+        ] {
+            assert_eq!(
+                m.dependency_line(name, kind, target),
+                Some(line),
+                "{name} ({kind:?}, {target:?})"
+            );
+        }
         assert_eq!(
             m.dependency_line("delta", DependencyKind::Build, None),
             None

@@ -92,12 +92,17 @@ impl FileCheck<'_> {
         self.report(line, BypassRule::InvokeCall, explanation);
     }
 
-    fn unsafe_code(&mut self, line: usize, what: &str) {
+    /// Unsafe code at `span` (`what` says which), reported when the unsafe rule applies.
+    fn unsafe_code(&mut self, span: Span, what: impl FnOnce() -> String) {
+        if !self.unsafe_rule {
+            return;
+        }
         let explanation = format!(
-            "{what} in {}, which is not in boundary.unsafe-allowed",
+            "{} in {}, which is not in boundary.unsafe-allowed",
+            what(),
             self.package
         );
-        self.report(line, BypassRule::UnsafeCode, explanation);
+        self.report(line(span), BypassRule::UnsafeCode, explanation);
     }
 
     fn is_invoke(&self, name: &str) -> bool {
@@ -236,9 +241,7 @@ impl FileCheck<'_> {
                     i += 1;
                 }
                 TokenTree::Ident(id) if id == "unsafe" => {
-                    if self.unsafe_rule {
-                        self.unsafe_code(line(id.span()), "`unsafe` in a macro body");
-                    }
+                    self.unsafe_code(id.span(), || "`unsafe` in a macro body".into());
                     i += 1;
                 }
                 TokenTree::Punct(p) if p.as_char() == '$' => {
@@ -455,46 +458,34 @@ impl<'ast> Visit<'ast> for FileCheck<'_> {
     }
 
     fn visit_expr_unsafe(&mut self, expr: &'ast syn::ExprUnsafe) {
-        if self.unsafe_rule {
-            self.unsafe_code(line(expr.unsafe_token.span), "`unsafe` block");
-        }
+        self.unsafe_code(expr.unsafe_token.span, || "`unsafe` block".into());
         visit::visit_expr_unsafe(self, expr);
     }
 
     fn visit_signature(&mut self, sig: &'ast syn::Signature) {
-        if self.unsafe_rule
-            && let Some(token) = &sig.unsafety
-        {
-            let what = format!("`unsafe fn {}`", sig.ident);
-            self.unsafe_code(line(token.span), &what);
+        if let Some(token) = &sig.unsafety {
+            self.unsafe_code(token.span, || format!("`unsafe fn {}`", sig.ident));
         }
         visit::visit_signature(self, sig);
     }
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
-        if self.unsafe_rule
-            && let Some(token) = &item.unsafety
-        {
-            self.unsafe_code(line(token.span), "`unsafe impl`");
+        if let Some(token) = &item.unsafety {
+            self.unsafe_code(token.span, || "`unsafe impl`".into());
         }
         visit::visit_item_impl(self, item);
     }
 
     fn visit_item_trait(&mut self, item: &'ast syn::ItemTrait) {
-        if self.unsafe_rule
-            && let Some(token) = &item.unsafety
-        {
-            let what = format!("`unsafe trait {}`", item.ident);
-            self.unsafe_code(line(token.span), &what);
+        if let Some(token) = &item.unsafety {
+            self.unsafe_code(token.span, || format!("`unsafe trait {}`", item.ident));
         }
         visit::visit_item_trait(self, item);
     }
 
     fn visit_item_foreign_mod(&mut self, item: &'ast syn::ItemForeignMod) {
-        if self.unsafe_rule
-            && let Some(token) = &item.unsafety
-        {
-            self.unsafe_code(line(token.span), "`unsafe extern` block");
+        if let Some(token) = &item.unsafety {
+            self.unsafe_code(token.span, || "`unsafe extern` block".into());
         }
         visit::visit_item_foreign_mod(self, item);
     }
@@ -504,9 +495,10 @@ impl<'ast> Visit<'ast> for FileCheck<'_> {
         let unsafe_attr = ["unsafe", "no_mangle", "export_name", "link_section"]
             .iter()
             .any(|name| path.is_ident(name));
-        if self.unsafe_rule && unsafe_attr {
-            let what = format!("`#[{}]` (an unsafe attribute)", compact(&attr.meta));
-            self.unsafe_code(line(attr.pound_token.span), &what);
+        if unsafe_attr {
+            self.unsafe_code(attr.pound_token.span, || {
+                format!("`#[{}]` (an unsafe attribute)", compact(&attr.meta))
+            });
         }
         visit::visit_attribute(self, attr);
     }
