@@ -235,7 +235,7 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
     let cwd = cwd(a.cwd.as_ref())?;
     let input = match (&a.tool, &a.args, &a.calls) {
         (Some(tool), Some(args), None) => {
-            Input::One(Call::new(tool.clone(), parse_args_object(args, "--args")?).with_cwd(&cwd))
+            Input::One(Call::new(tool.clone(), Value::Object(args_object(args)?)).with_cwd(&cwd))
         }
         (None, None, Some(path)) => Input::Calls(CallsFile::read(path)?),
         _ => {
