@@ -39,48 +39,29 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 /// the user's `~/.cargo/bin`, so a run leaves nothing behind outside the checkout.
 pub(crate) const TOOLS_DIR: &str = ".tools";
 
-/// The `feature-sets` step's cargo commands, one per entry: every documented feature set that
-/// is not the default, linted on its own (and, for warden-policy, unit-tested).
-const FEATURE_SETS: &[&[&str]] = &[
+/// `cargo clippy` on every target of the workspace, warnings denied (this workspace's, and
+/// the custom-runtime example's).
+pub(crate) const CLIPPY_WORKSPACE: &[&str] = &[
+    "clippy",
+    "--workspace",
+    "--all-targets",
+    "--",
+    "-D",
+    "warnings",
+];
+
+/// The `feature-sets` step's cargo commands (arguments separated by spaces), one per entry:
+/// every documented feature set that is not the default, linted on its own (and, for
+/// warden-policy, unit-tested).
+const FEATURE_SETS: &[&str] = &[
     // warden-evidence without `sqlite` and `checkpoints` (no rusqlite, no ed25519).
-    &[
-        "clippy",
-        "-p",
-        "warden-evidence",
-        "--no-default-features",
-        "--",
-        "-D",
-        "warnings",
-    ],
+    "clippy -p warden-evidence --no-default-features -- -D warnings",
     // warden-executor without `governed` (no rusqlite, no ed25519).
-    &[
-        "clippy",
-        "-p",
-        "warden-executor",
-        "--no-default-features",
-        "--",
-        "-D",
-        "warnings",
-    ],
+    "clippy -p warden-executor --no-default-features -- -D warnings",
     // warden-policy without `receipts` (no ed25519): every target that builds without it...
-    &[
-        "clippy",
-        "-p",
-        "warden-policy",
-        "--no-default-features",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ],
+    "clippy -p warden-policy --no-default-features --all-targets -- -D warnings",
     // ...and its unit tests, which prove a policy declaring `[approvers]` is refused.
-    &[
-        "test",
-        "-p",
-        "warden-policy",
-        "--no-default-features",
-        "--lib",
-    ],
+    "test -p warden-policy --no-default-features --lib",
 ];
 
 /// A feature set's dependency footprint promise: crates its normal dependency tree
@@ -225,14 +206,6 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
 }
 
 fn steps(root: &Path) -> Vec<Step<'_>> {
-    let clippy = [
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ];
     vec![
         Step {
             name: "fmt",
@@ -240,7 +213,7 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
         },
         Step {
             name: "clippy",
-            run: Box::new(move || cargo(root, &clippy)),
+            run: Box::new(move || cargo(root, CLIPPY_WORKSPACE)),
         },
         Step {
             name: "test-servers",
@@ -262,8 +235,9 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
             name: "feature-sets",
             run: Box::new(move || {
                 let mut passed = true;
-                for args in FEATURE_SETS {
-                    passed &= cargo(root, args)?;
+                for line in FEATURE_SETS {
+                    let args: Vec<&str> = line.split_whitespace().collect();
+                    passed &= cargo(root, &args)?;
                 }
                 for footprint in FOOTPRINTS {
                     passed &= footprint.holds(root)?;

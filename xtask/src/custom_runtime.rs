@@ -48,17 +48,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<bool> {
     let checks: [(&str, &[&str]); 6] = [
         // Not `--all`: that would also check the path dependencies, Warden's own crates.
         ("fmt", &["fmt", "--check"]),
-        (
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
+        ("clippy", crate::ci::CLIPPY_WORKSPACE),
         ("build", &["build", "--workspace"]),
         ("test", &["test", "--workspace"]),
         ("runtime", &["run", "--quiet", "-p", "notes-runtime"]),
