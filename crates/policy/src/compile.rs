@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 // The index maps are probed several times per decision with short keys: FxHash is several
 // times faster than SipHash there, and the keys come from the policy author, not the caller.
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use warden_contracts::{Digest, PolicySnapshotRef};
 
@@ -21,7 +22,7 @@ use crate::decl::{
     builtin_profiles,
 };
 use crate::error::{Location, PolicyError, RuleErrorKind};
-use crate::file::{LoadedPolicy, RuleList};
+use crate::file::{FileText, LoadedPolicy, RuleList};
 use crate::guard::GuardSet;
 use crate::hints::HintRules;
 use crate::matcher::{PathEnv, Pattern};
@@ -38,7 +39,32 @@ pub const SNAPSHOT_FORMAT: &str = "warden.policy-snapshot/1";
 #[derive(Debug, Clone)]
 pub(crate) struct RuleDecl {
     pub(crate) text: String,
-    pub(crate) at: Location,
+    pub(crate) at: DeclAt,
+}
+
+impl RuleDecl {
+    /// A declaration at `at`.
+    pub(crate) fn new(text: String, at: Location) -> Self {
+        Self {
+            text,
+            at: DeclAt::Given(at),
+        }
+    }
+}
+
+/// Where a rule was declared.
+#[derive(Debug, Clone)]
+pub(crate) enum DeclAt {
+    /// Where the library (or a grant) says.
+    Given(Location),
+    /// In a list of its set's file: element `index` of an array, or the list's one string
+    /// (`None`). The file, line and pointer are made only when an error names the rule
+    /// ([`SetDecl::locate`]): making them for every rule as it is read costs an allocation or
+    /// two per rule, and looking the line up scans the text once per rule.
+    InFile {
+        /// Its index in the array.
+        index: Option<usize>,
+    },
 }
 
 /// One source's declared rules.
@@ -53,6 +79,37 @@ pub(crate) struct SetDecl {
     pub(crate) lists: [Vec<RuleDecl>; 3],
     pub(crate) notes: BTreeMap<String, (String, Location)>,
     pub(crate) at: Location,
+    /// The text of the file it was read from (none for the library's own sets): the lines
+    /// of its rules and notes are looked up there when an error names one.
+    pub(crate) text: Option<FileText>,
+    /// The JSON pointer of its table in that file (`""` for the file's own lists,
+    /// `/sources/N` for a `[[sources]]` entry).
+    pub(crate) pointer: String,
+}
+
+impl SetDecl {
+    /// Where `decl`, one of this set's declarations in list `kind`, was written.
+    fn locate(&self, decl: &RuleDecl, kind: ListKind) -> Location {
+        match &decl.at {
+            DeclAt::Given(at) => at.clone(),
+            DeclAt::InFile { index } => {
+                let at = Location {
+                    file: self.at.file.clone(),
+                    line: None,
+                    pointer: Some(match index {
+                        Some(i) => format!("{}/{}/{i}", self.pointer, kind.as_str()),
+                        None => format!("{}/{}", self.pointer, kind.as_str()),
+                    }),
+                };
+                FileText::locate(self.text.as_ref(), &at, &decl.text)
+            }
+        }
+    }
+
+    /// Where the note for `key` was written, its line looked up now.
+    fn locate_note(&self, at: &Location, key: &str) -> Location {
+        FileText::locate(self.text.as_ref(), at, key)
+    }
 }
 
 pub(crate) fn list_slot(kind: ListKind) -> usize {
@@ -450,6 +507,7 @@ impl PolicyBuilder {
             self.profiles.insert(tool.clone(), profile.clone());
             self.profile_origin.insert(tool.clone(), at);
         }
+        let text = policy.shared_text();
         for (i, s) in f.sources.iter().enumerate() {
             let pointer = format!("/sources/{i}");
             let source = Source {
@@ -462,6 +520,7 @@ impl PolicyBuilder {
             };
             let mut set = set_from_decl(
                 policy,
+                &text,
                 source,
                 false,
                 &pointer,
@@ -486,7 +545,15 @@ impl PolicyBuilder {
             path: policy.path.as_ref().map(|p| p.display().to_string()),
             hash: Some(policy.hash.clone()),
         };
-        let mut set = set_from_decl(policy, own, true, "", [&f.deny, &f.ask, &f.allow], &f.notes);
+        let mut set = set_from_decl(
+            policy,
+            &text,
+            own,
+            true,
+            "",
+            [&f.deny, &f.ask, &f.allow],
+            &f.notes,
+        );
         set.group = group;
         self.sets.push(set);
         Ok(self)
@@ -494,9 +561,8 @@ impl PolicyBuilder {
 
     /// Compiles the declarations into a snapshot.
     pub fn build(self) -> Result<PolicySnapshot, PolicyError> {
-        let declared = Arc::new(self.clone());
-        let mut snapshot = Compiler::new(self).compile()?;
-        snapshot.declared = declared;
+        let mut snapshot = compile(&self)?;
+        snapshot.declared = Arc::new(self);
         Ok(snapshot)
     }
 }
@@ -608,12 +674,14 @@ fn set_from_rules(source: Source, rules: RuleSet, own: bool, at: Location) -> Se
             .list(kind)
             .iter()
             .enumerate()
-            .map(|(i, r)| RuleDecl {
-                text: r.to_string(),
-                at: Location {
-                    pointer: Some(format!("/sources/{}/{}/{i}", source.name, kind.as_str())),
-                    ..at.clone()
-                },
+            .map(|(i, r)| {
+                RuleDecl::new(
+                    r.to_string(),
+                    Location {
+                        pointer: Some(format!("/sources/{}/{}/{i}", source.name, kind.as_str())),
+                        ..at.clone()
+                    },
+                )
             })
             .collect();
     }
@@ -629,11 +697,14 @@ fn set_from_rules(source: Source, rules: RuleSet, own: bool, at: Location) -> Se
         lists,
         notes,
         at,
+        text: None,
+        pointer: String::new(),
     }
 }
 
 fn set_from_decl(
     policy: &LoadedPolicy,
+    text: &FileText,
     source: Source,
     own: bool,
     pointer: &str,
@@ -641,27 +712,19 @@ fn set_from_decl(
     notes_in: &BTreeMap<String, String>,
 ) -> SetDecl {
     let mut lists: [Vec<RuleDecl>; 3] = Default::default();
-    for (slot, kind) in ListKind::ORDER.into_iter().enumerate() {
-        let base = format!("{pointer}/{}", kind.as_str());
-        lists[slot] = match lists_in[slot] {
+    for (list, given) in lists.iter_mut().zip(lists_in) {
+        // Where each rule is is worked out when an error names it (`SetDecl::locate`).
+        *list = match given {
             RuleList::One(text) => vec![RuleDecl {
                 text: text.clone(),
-                at: Location {
-                    file: policy.label.clone(),
-                    line: policy.line_of(text),
-                    pointer: Some(base),
-                },
+                at: DeclAt::InFile { index: None },
             }],
             RuleList::Many(items) => items
                 .iter()
                 .enumerate()
                 .map(|(i, text)| RuleDecl {
                     text: text.clone(),
-                    at: Location {
-                        file: policy.label.clone(),
-                        line: policy.line_of(text),
-                        pointer: Some(format!("{base}/{i}")),
-                    },
+                    at: DeclAt::InFile { index: Some(i) },
                 })
                 .collect(),
         };
@@ -671,7 +734,7 @@ fn set_from_decl(
         .map(|(k, v)| {
             let at = Location {
                 file: policy.label.clone(),
-                line: policy.line_of(k),
+                line: None,
                 pointer: Some(format!("{pointer}/notes/{k}")),
             };
             (k.clone(), (v.clone(), at))
@@ -683,6 +746,8 @@ fn set_from_decl(
         group: 0,
         lists,
         notes,
+        text: Some(text.clone()),
+        pointer: pointer.to_owned(),
         at: Location {
             file: policy.label.clone(),
             line: None,
@@ -784,19 +849,25 @@ pub(crate) struct CompiledRule {
 
 impl CompiledRule {
     /// Fills in what verdicts cite, once the rule's note and source are final.
-    fn finish(&mut self, source_name: &str) {
-        self.cited = self.rule.to_string().into();
-        self.source_name = source_name.into();
+    fn finish(&mut self, source_name: &Arc<str>) {
+        let cited = self.rule.to_string();
+        self.source_name = Arc::clone(source_name);
         let what = match self.list {
-            ListKind::Deny => "denied by",
-            ListKind::Ask => "approval required by",
-            ListKind::Allow => "allowed by",
+            ListKind::Deny => "denied by ",
+            ListKind::Ask => "approval required by ",
+            ListKind::Allow => "allowed by ",
         };
-        self.reason = match &self.note {
-            Some(note) => format!("{what} {}: {note}", self.rule),
-            None => format!("{what} {}", self.rule),
+        let note = self.note.as_deref();
+        let mut reason =
+            String::with_capacity(what.len() + cited.len() + note.map_or(0, |n| n.len() + 2));
+        reason.push_str(what);
+        reason.push_str(&cited);
+        if let Some(note) = note {
+            reason.push_str(": ");
+            reason.push_str(note);
         }
-        .into();
+        self.reason = reason.into();
+        self.cited = cited.into();
     }
 }
 
@@ -1029,263 +1100,288 @@ impl PolicySnapshot {
     }
 }
 
-struct Compiler {
-    b: PolicyBuilder,
-}
-
-impl Compiler {
-    fn new(b: PolicyBuilder) -> Self {
-        Self { b }
+/// Compiles the declarations into a snapshot, in time linear in the rules: each declaration is
+/// parsed once (its rules feed the compiled lists and the canonical form alike), a line number
+/// is looked up only for an error, and the builder is read, never copied.
+fn compile(b: &PolicyBuilder) -> Result<PolicySnapshot, PolicyError> {
+    let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
+    // The strictest default declared, else the one the preset implies.
+    let (default, default_from) = match (b.default, &b.preset) {
+        (Some(d), _) => (
+            d,
+            b.default_from
+                .clone()
+                .unwrap_or_else(DefaultOrigin::library),
+        ),
+        (None, Some((p, at))) => (
+            p.default_decision(),
+            DefaultOrigin::file(&at.file, Some(*p)),
+        ),
+        (None, None) => return Err(PolicyError::MissingDefault { at: default_at }),
+    };
+    let preset_set = b
+        .preset
+        .as_ref()
+        .filter(|(preset, _)| !preset.deny_rules().is_empty())
+        .map(|(preset, at)| preset_set(b, *preset, at));
+    let sets: Vec<&SetDecl> = b.sets.iter().chain(preset_set.as_ref()).collect();
+    // Sources: names non-empty and unique, ranks exact in canonical JSON, and no untrusted
+    // role trusted.
+    let trusted = |set: &SetDecl| set.source.trusted && set.source.role.may_be_trusted();
+    for set in &sets {
+        if set.group != usize::MAX && set.source.rank.unsigned_abs() > MAX_RANK.unsigned_abs() {
+            return Err(PolicyError::Source {
+                at: set.at.clone(),
+                message: format!(
+                    "source `{}` has rank {}, beyond the ranks a policy holds exactly (±{MAX_RANK})",
+                    set.source.name, set.source.rank
+                ),
+            });
+        }
     }
+    let mut seen: HashMap<&str, &Location> = HashMap::with_capacity(sets.len());
+    for set in &sets {
+        if set.source.name.trim().is_empty() {
+            return Err(PolicyError::Source {
+                at: set.at.clone(),
+                message: "a source's name must not be empty".into(),
+            });
+        }
+        if let Some(first) = seen.insert(&set.source.name, &set.at) {
+            return Err(PolicyError::Source {
+                at: set.at.clone(),
+                message: format!(
+                    "source name `{}` is already used ({first})",
+                    set.source.name
+                ),
+            });
+        }
+    }
+    for (alias, targets) in &b.aliases {
+        if targets.is_empty() {
+            return Err(PolicyError::Rule {
+                at: Location::file("<aliases>"),
+                rule: alias.clone(),
+                kind: RuleErrorKind::InvalidRule,
+                message: format!("alias `{alias}` names no tool"),
+            });
+        }
+    }
+    // Evaluation order: by role (highest first); within a role, merged sources by rank
+    // (highest first), then own lists by rank.
+    let mut order: Vec<usize> = (0..sets.len()).collect();
+    order.sort_by_key(|&i| {
+        let set = sets[i];
+        (
+            std::cmp::Reverse(set.source.role),
+            set.own,
+            std::cmp::Reverse(set.source.rank),
+        )
+    });
 
-    fn compile(self) -> Result<PolicySnapshot, PolicyError> {
-        let mut b = self.b;
-        let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
-        if b.default.is_none()
-            && let Some((p, at)) = b.preset.clone()
-        {
-            b = b.default_by(p.default_decision(), DefaultOrigin::file(&at.file, Some(p)));
-        }
-        let default = b.default.ok_or(PolicyError::MissingDefault {
-            at: default_at.clone(),
-        })?;
-        let default_from = b
-            .default_from
-            .clone()
-            .unwrap_or_else(DefaultOrigin::library);
-        if let Some((preset, at)) = b.preset.clone()
-            && !preset.deny_rules().is_empty()
-        {
-            let mut set = SetDecl {
-                source: Source {
-                    name: preset.source_name(),
-                    // It speaks for the highest role that named it, below every source of
-                    // that role: a lower role's carve-out cannot reach it.
-                    role: match b.preset_role {
-                        Role::Untrusted => Role::Project,
-                        named => named,
-                    },
-                    rank: crate::preset::PRESET_RANK,
-                    trusted: true,
-                    path: None,
-                    hash: None,
-                },
-                own: false,
-                group: usize::MAX,
-                lists: Default::default(),
-                notes: BTreeMap::new(),
-                at: at.clone(),
-            };
-            set.lists[list_slot(ListKind::Deny)] = preset
-                .deny_rules()
-                .iter()
-                .map(|r| RuleDecl {
-                    text: (*r).to_owned(),
-                    at: at.clone(),
-                })
-                .collect();
-            b.sets.push(set);
-        }
-        // Sources: names non-empty and unique, ranks exact in canonical JSON, and no untrusted
-        // role trusted.
-        for set in &mut b.sets {
-            set.source.trusted &= set.source.role.may_be_trusted();
-            if set.group != usize::MAX && set.source.rank.unsigned_abs() > MAX_RANK.unsigned_abs() {
-                return Err(PolicyError::Source {
-                    at: set.at.clone(),
-                    message: format!(
-                        "source `{}` has rank {}, beyond the ranks a policy holds exactly (±{MAX_RANK})",
-                        set.source.name, set.source.rank
-                    ),
-                });
+    let mut sources = Vec::with_capacity(order.len());
+    let mut canonical_sources = Vec::with_capacity(order.len());
+    let mut canonical_rules: Vec<CanonicalRule<'_>> = Vec::new();
+    let mut per_list: [Vec<CompiledRule>; 3] = Default::default();
+    for (pos, &i) in order.iter().enumerate() {
+        let set = sets[i];
+        let set_trusted = trusted(set);
+        canonical_sources.push(CanonicalSource {
+            group: set.group.min(u32::MAX as usize),
+            name: &set.source.name,
+            own: set.own,
+            rank: set.source.rank,
+            role: set.source.role.as_str(),
+            trusted: set_trusted,
+        });
+        let mut info = SourceInfo {
+            name: set.source.name.clone(),
+            role: set.source.role,
+            rank: set.source.rank,
+            group: set.group,
+            trusted: set_trusted,
+            own: set.own,
+            path: set.source.path.clone(),
+            hash: set.source.hash.clone(),
+            withheld: Vec::new(),
+            rule_counts: [0; 3],
+            derived: Vec::new(),
+        };
+        // The rules this source declares, as written: what its notes may name.
+        let mut declared: FxHashSet<String> = FxHashSet::default();
+        for kind in ListKind::ORDER {
+            for decl in &set.lists[list_slot(kind)] {
+                let at = || set.locate(decl, kind);
+                if decl.text.trim().is_empty() {
+                    return Err(PolicyError::Rule {
+                        at: at(),
+                        rule: decl.text.clone(),
+                        kind: RuleErrorKind::InvalidRule,
+                        message: format!(
+                            "an empty {} rule: write a rule, or remove the entry",
+                            kind.as_str()
+                        ),
+                    });
+                }
+                let parsed = Rule::parse_list(&decl.text).map_err(|e| PolicyError::Rule {
+                    at: at(),
+                    rule: e.token.clone(),
+                    kind: RuleErrorKind::Grammar(e.kind),
+                    message: e.to_string(),
+                })?;
+                for rule in parsed {
+                    let written = rule.to_string();
+                    let compiled = compile_rule(b, kind, &rule, &written, pos, &at)?;
+                    let note = set.notes.get(&written).map(|(n, _)| n.as_str());
+                    canonical_rules.push(CanonicalRule {
+                        list: kind.as_str(),
+                        note,
+                        rule: written.clone(),
+                        source: &set.source.name,
+                    });
+                    if kind == ListKind::Allow && !set_trusted {
+                        info.withheld.push(written.clone());
+                        declared.insert(written);
+                        continue;
+                    }
+                    let note = if set_trusted { note } else { None };
+                    for mut c in compiled {
+                        c.note = note.map(str::to_owned);
+                        info.rule_counts[list_slot(kind)] += 1;
+                        if c.rule.tool() != rule.tool() {
+                            info.derived.push(DerivedRule {
+                                list: kind,
+                                rule: c.rule.to_string(),
+                                from: written.clone(),
+                            });
+                        }
+                        per_list[list_slot(kind)].push(c);
+                    }
+                    declared.insert(written);
+                }
             }
         }
-        let mut seen: HashMap<&str, &Location> = HashMap::new();
-        for set in &b.sets {
-            if set.source.name.trim().is_empty() {
-                return Err(PolicyError::Source {
-                    at: set.at.clone(),
-                    message: "a source's name must not be empty".into(),
-                });
-            }
-            if let Some(first) = seen.insert(&set.source.name, &set.at) {
-                return Err(PolicyError::Source {
-                    at: set.at.clone(),
+        for (key, (_, at)) in &set.notes {
+            if !declared.contains(key) {
+                return Err(PolicyError::Rule {
+                    at: set.locate_note(at, key),
+                    rule: key.clone(),
+                    kind: RuleErrorKind::InvalidRule,
                     message: format!(
-                        "source name `{}` is already used ({first})",
+                        "a note for a rule that source `{}` does not declare",
                         set.source.name
                     ),
                 });
             }
         }
-        for (alias, targets) in &b.aliases {
-            if targets.is_empty() {
-                return Err(PolicyError::Rule {
-                    at: Location::file("<aliases>"),
-                    rule: alias.clone(),
-                    kind: RuleErrorKind::InvalidRule,
-                    message: format!("alias `{alias}` names no tool"),
-                });
-            }
-        }
-        // Evaluation order: by role (highest first); within a role, merged sources by rank
-        // (highest first), then own lists by rank.
-        let mut order: Vec<usize> = (0..b.sets.len()).collect();
-        order.sort_by_key(|&i| {
-            let set = &b.sets[i];
-            (
-                std::cmp::Reverse(set.source.role),
-                set.own,
-                std::cmp::Reverse(set.source.rank),
-            )
-        });
-
-        let mut sources = Vec::with_capacity(order.len());
-        let mut rules: Vec<CompiledRule> = Vec::new();
-        let mut per_list: [Vec<CompiledRule>; 3] = Default::default();
-        for (pos, &i) in order.iter().enumerate() {
-            let set = &b.sets[i];
-            let mut info = SourceInfo {
-                name: set.source.name.clone(),
-                role: set.source.role,
-                rank: set.source.rank,
-                group: set.group,
-                trusted: set.source.trusted,
-                own: set.own,
-                path: set.source.path.clone(),
-                hash: set.source.hash.clone(),
-                withheld: Vec::new(),
-                rule_counts: [0; 3],
-                derived: Vec::new(),
-            };
-            let mut declared: Vec<String> = Vec::new();
-            for kind in ListKind::ORDER {
-                for decl in &set.lists[list_slot(kind)] {
-                    if decl.text.trim().is_empty() {
-                        return Err(PolicyError::Rule {
-                            at: decl.at.clone(),
-                            rule: decl.text.clone(),
-                            kind: RuleErrorKind::InvalidRule,
-                            message: format!(
-                                "an empty {} rule: write a rule, or remove the entry",
-                                kind.as_str()
-                            ),
-                        });
-                    }
-                    let parsed = Rule::parse_list(&decl.text).map_err(|e| PolicyError::Rule {
-                        at: decl.at.clone(),
-                        rule: e.token.clone(),
-                        kind: RuleErrorKind::Grammar(e.kind),
-                        message: e.to_string(),
-                    })?;
-                    for rule in parsed {
-                        declared.push(rule.to_string());
-                        let compiled = compile_rule(&b, kind, &rule, pos, &decl.at)?;
-                        if kind == ListKind::Allow && !set.source.trusted {
-                            info.withheld.push(rule.to_string());
-                            continue;
-                        }
-                        let note = if set.source.trusted {
-                            set.notes.get(&rule.to_string()).map(|(n, _)| n.clone())
-                        } else {
-                            None
-                        };
-                        let written = rule.to_string();
-                        for mut c in compiled {
-                            c.note.clone_from(&note);
-                            info.rule_counts[list_slot(kind)] += 1;
-                            let cited = c.rule.to_string();
-                            if cited != written {
-                                info.derived.push(DerivedRule {
-                                    list: kind,
-                                    rule: cited,
-                                    from: written.clone(),
-                                });
-                            }
-                            per_list[list_slot(kind)].push(c);
-                        }
-                    }
-                }
-            }
-            for (key, (_, at)) in &set.notes {
-                if !declared.iter().any(|d| d == key) {
-                    return Err(PolicyError::Rule {
-                        at: at.clone(),
-                        rule: key.clone(),
-                        kind: RuleErrorKind::InvalidRule,
-                        message: format!(
-                            "a note for a rule that source `{}` does not declare",
-                            set.source.name
-                        ),
-                    });
-                }
-            }
-            sources.push(info);
-        }
-        for list in per_list {
-            rules.extend(list);
-        }
-        for rule in &mut rules {
-            rule.finish(&sources[rule.source].name);
-        }
-        let lists = index(&rules);
-
-        let id =
-            b.id.clone()
-                .or_else(|| {
-                    b.sets
-                        .iter()
-                        .find(|s| s.own)
-                        .or(b.sets.first())
-                        .map(|s| s.source.name.clone())
-                })
-                .unwrap_or_else(|| "policy".into());
-        let version = b.version.clone().unwrap_or_else(|| "0".into());
-        let canonical_value = canonical_form(&b, &order, &id, &version, default);
-        let canonical_value = crate::permission::cover(canonical_value, &b.permissions);
-        let canonical = warden_contracts::canonical::to_canonical_string(&canonical_value)
-            .map_err(|e| PolicyError::Write {
-                message: e.to_string(),
-            })?;
-        let digest = Digest::of_bytes(canonical.as_bytes());
-        Ok(PolicySnapshot {
-            id,
-            version,
-            digest,
-            canonical,
-            default,
-            default_from,
-            protected: b.protected.clone(),
-            mcp: b.mcp.clone(),
-            fold_paths: b.case_insensitive_paths,
-            writing_tools: ["edit", "write"]
-                .into_iter()
-                .map(str::to_owned)
-                .chain(b.aliases.get("edit").into_iter().flatten().cloned())
-                .collect(),
-            sources,
-            preset: b.preset.as_ref().map(|(p, _)| *p),
-            hints: b.hints.clone().unwrap_or_default(),
-            modes: b.modes.clone(),
-            declared: Arc::new(PolicyBuilder::new()),
-            default_reasons: rules
-                .iter()
-                .filter(|r| r.tool_glob.is_none())
-                .map(|r| r.rule.tool())
-                .chain(b.profiles.keys().map(String::as_str))
-                .map(|tool| (tool.to_owned(), default_reason(default, tool)))
-                .collect(),
-            rules,
-            lists,
-            profiles: b.profiles.clone(),
-            env: b.env.clone(),
-            containment: b.containment.clone().unwrap_or_default(),
-            directives: b.directives.clone(),
-            guards: b.guards.clone().unwrap_or_default(),
-            approvers: b.approvers.clone(),
-            permissions: b.permissions.clone(),
-        })
+        sources.push(info);
     }
+    let mut rules: Vec<CompiledRule> = Vec::with_capacity(per_list.iter().map(Vec::len).sum());
+    for list in per_list {
+        rules.extend(list);
+    }
+    // One shared name per source, not one per rule.
+    let source_names: Vec<Arc<str>> = sources.iter().map(|s| Arc::from(s.name.as_str())).collect();
+    for rule in &mut rules {
+        rule.finish(&source_names[rule.source]);
+    }
+    let lists = index(&rules);
+
+    let id =
+        b.id.clone()
+            .or_else(|| {
+                b.sets
+                    .iter()
+                    .find(|s| s.own)
+                    .or(b.sets.first())
+                    .map(|s| s.source.name.clone())
+            })
+            .unwrap_or_else(|| "policy".into());
+    let version = b.version.clone().unwrap_or_else(|| "0".into());
+    let canonical = canonical_form(
+        b,
+        &id,
+        &version,
+        default,
+        canonical_sources,
+        canonical_rules,
+    )?;
+    let digest = Digest::of_bytes(canonical.as_bytes());
+    // The default's reason for each tool the rules or profiles name, made once per tool.
+    let mut default_reasons: FxHashMap<String, Arc<str>> = FxHashMap::default();
+    for tool in rules
+        .iter()
+        .filter(|r| r.tool_glob.is_none())
+        .map(|r| r.rule.tool())
+        .chain(b.profiles.keys().map(String::as_str))
+    {
+        if !default_reasons.contains_key(tool) {
+            default_reasons.insert(tool.to_owned(), default_reason(default, tool));
+        }
+    }
+    Ok(PolicySnapshot {
+        id,
+        version,
+        digest,
+        canonical,
+        default,
+        default_from,
+        protected: b.protected.clone(),
+        mcp: b.mcp.clone(),
+        fold_paths: b.case_insensitive_paths,
+        writing_tools: ["edit", "write"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(b.aliases.get("edit").into_iter().flatten().cloned())
+            .collect(),
+        sources,
+        preset: b.preset.as_ref().map(|(p, _)| *p),
+        hints: b.hints.clone().unwrap_or_default(),
+        modes: b.modes.clone(),
+        declared: Arc::new(PolicyBuilder::new()),
+        default_reasons,
+        rules,
+        lists,
+        profiles: b.profiles.clone(),
+        env: b.env.clone(),
+        containment: b.containment.clone().unwrap_or_default(),
+        directives: b.directives.clone(),
+        guards: b.guards.clone().unwrap_or_default(),
+        approvers: b.approvers.clone(),
+        permissions: b.permissions.clone(),
+    })
+}
+
+/// The preset's deny rules as a source of their own, ranked below every declared source.
+fn preset_set(b: &PolicyBuilder, preset: Preset, at: &Location) -> SetDecl {
+    let mut set = SetDecl {
+        source: Source {
+            name: preset.source_name(),
+            // It speaks for the highest role that named it, below every source of
+            // that role: a lower role's carve-out cannot reach it.
+            role: match b.preset_role {
+                Role::Untrusted => Role::Project,
+                named => named,
+            },
+            rank: crate::preset::PRESET_RANK,
+            trusted: true,
+            path: None,
+            hash: None,
+        },
+        own: false,
+        group: usize::MAX,
+        lists: Default::default(),
+        notes: BTreeMap::new(),
+        at: at.clone(),
+        text: None,
+        pointer: String::new(),
+    };
+    set.lists[list_slot(ListKind::Deny)] = preset
+        .deny_rules()
+        .iter()
+        .map(|r| RuleDecl::new((*r).to_owned(), at.clone()))
+        .collect();
+    set
 }
 
 /// Why the default decided a call of `tool`.
@@ -1305,16 +1401,19 @@ fn case_hint<'a>(name: &str, known: impl Iterator<Item = &'a String>) -> Option<
         .next()
 }
 
+/// Compiles one rule (`written` is its text) into one compiled rule per tool its name stands
+/// for; `at` says where it was declared, for an error.
 fn compile_rule(
     b: &PolicyBuilder,
     kind: ListKind,
     rule: &Rule,
+    written: &str,
     source: usize,
-    at: &Location,
+    at: &dyn Fn() -> Location,
 ) -> Result<Vec<CompiledRule>, PolicyError> {
     let err = |kind: RuleErrorKind, message: String| PolicyError::Rule {
-        at: at.clone(),
-        rule: rule.to_string(),
+        at: at(),
+        rule: written.to_owned(),
         kind,
         message,
     };
@@ -1334,7 +1433,7 @@ fn compile_rule(
         return Ok(vec![CompiledRule {
             list: kind,
             rule: rule.clone(),
-            written: rule.to_string(),
+            written: written.to_owned(),
             source,
             pattern: None,
             carve_out: false,
@@ -1345,18 +1444,20 @@ fn compile_rule(
             reason: Arc::from(""),
         }]);
     }
-    let targets: Vec<String> = match b.aliases.get(rule.tool()) {
-        Some(t) => t.clone(),
-        None => vec![rule.tool().to_owned()],
-    };
-    let mut out = Vec::with_capacity(targets.len());
+    let aliased = b.aliases.get(rule.tool());
+    let targets = aliased
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .chain(aliased.is_none().then_some(rule.tool()));
+    let mut out = Vec::with_capacity(aliased.map_or(1, Vec::len));
     for tool in targets {
-        let expanded = rule.with_tool(&tool);
+        let expanded = rule.with_tool(tool);
         let pattern = match rule.pattern() {
             None => None,
             Some(spec) => {
-                let Some(profile) = b.profiles.get(&tool) else {
-                    let hint = case_hint(&tool, b.profiles.keys()).unwrap_or_default();
+                let Some(profile) = b.profiles.get(tool) else {
+                    let hint = case_hint(tool, b.profiles.keys()).unwrap_or_default();
                     return Err(err(
                         RuleErrorKind::NoMatcher,
                         format!(
@@ -1377,7 +1478,7 @@ fn compile_rule(
         out.push(CompiledRule {
             list: kind,
             rule: expanded,
-            written: rule.to_string(),
+            written: written.to_owned(),
             source,
             pattern,
             carve_out: rule.is_carve_out(),
@@ -1397,23 +1498,20 @@ fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
         let id = id as u32;
         let list = &mut lists[list_slot(r.list)];
         if r.tool_glob.is_some() {
-            let prefix = r.rule.tool().split('*').next().unwrap_or("").to_owned();
+            let prefix = r.rule.tool().split('*').next().unwrap_or("");
             if !list.glob_prefix_lens.contains(&prefix.len()) {
                 list.glob_prefix_lens.push(prefix.len());
             }
-            list.globs_by_prefix.entry(prefix).or_default().push(id);
+            entry(&mut list.globs_by_prefix, prefix).push(id);
             continue;
         }
-        let t = list.by_tool.entry(r.rule.tool().to_owned()).or_default();
+        let t = entry(&mut list.by_tool, r.rule.tool());
         match (&r.pattern, r.carve_out) {
             (Some(_), true) => t.carve_outs.push(id),
             (Some(p), false) => {
                 t.has_specifier_rules = true;
                 t.key_lens |= ToolIndex::len_bit(p.index_key().len());
-                t.keyed
-                    .entry(p.index_key().to_owned())
-                    .or_default()
-                    .push(id);
+                entry(&mut t.keyed, p.index_key()).push(id);
             }
             (None, _) => t.bare.push(id),
         }
@@ -1424,59 +1522,113 @@ fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
     lists
 }
 
+/// The value under `key`, inserted (default) when missing; the key is copied only then.
+fn entry<'m, V: Default>(map: &'m mut FxHashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), V::default());
+    }
+    map.get_mut(key)
+        .unwrap_or_else(|| unreachable!("inserted above"))
+}
+
+/// A source as the canonical form lists it.
+#[derive(Serialize)]
+struct CanonicalSource<'a> {
+    group: usize,
+    name: &'a str,
+    own: bool,
+    rank: i64,
+    role: &'static str,
+    trusted: bool,
+}
+
+/// A declared rule as the canonical form lists it (every rule, withheld ones included).
+#[derive(Serialize)]
+struct CanonicalRule<'a> {
+    list: &'static str,
+    note: Option<&'a str>,
+    rule: String,
+    source: &'a str,
+}
+
+/// The canonical form the digest covers: the semantics, in evaluation order.
+#[derive(Serialize)]
+struct Canonical<'a> {
+    aliases: &'a BTreeMap<String, Vec<String>>,
+    approvers: Value,
+    containment: Value,
+    default: &'static str,
+    directives: &'a crate::directives::Directives,
+    format: &'static str,
+    guards: Value,
+    hints: Value,
+    id: &'a str,
+    mcp: Value,
+    modes: Vec<&'static str>,
+    paths: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permissions: Option<Value>,
+    preset: Option<&'static str>,
+    rules: Vec<CanonicalRule<'a>>,
+    sources: Vec<CanonicalSource<'a>>,
+    tools: BTreeMap<&'a str, Value>,
+    version: &'a str,
+}
+
+/// The canonical JSON of the semantics: exactly what `to_canonical_string` writes for the
+/// JSON object of these members, written straight from them (the rules' part grows with the
+/// policy, so it is not built as a `Value` tree first).
 fn canonical_form(
     b: &PolicyBuilder,
-    order: &[usize],
     id: &str,
     version: &str,
     default: Decision,
-) -> Value {
-    let mut sources = Vec::new();
-    let mut rules = Vec::new();
-    for &i in order {
-        let set = &b.sets[i];
-        sources.push(json!({
-            "name": set.source.name,
-            "role": set.source.role.as_str(),
-            "group": set.group.min(u32::MAX as usize),
-            "rank": set.source.rank,
-            "trusted": set.source.trusted,
-            "own": set.own,
-        }));
-        for kind in ListKind::ORDER {
-            for decl in &set.lists[list_slot(kind)] {
-                // Whitespace between rules is formatting: normalize each declaration to its
-                // rules (it parsed when the snapshot was compiled).
-                for rule in Rule::parse_list(&decl.text).unwrap_or_default() {
-                    let text = rule.to_string();
-                    let note = set.notes.get(&text).map(|(n, _)| n.clone());
-                    rules.push(json!({
-                        "list": kind.as_str(),
-                        "rule": text,
-                        "source": set.source.name,
-                        "note": note,
-                    }));
-                }
-            }
-        }
-    }
-    json!({
-        "format": SNAPSHOT_FORMAT,
-        "id": id,
-        "version": version,
-        "default": default.as_str(),
-        "sources": sources,
-        "rules": rules,
-        "tools": b.profiles.iter().map(|(k, v)| (k.clone(), json!({"match": v.matcher.name(), "field": v.field}))).collect::<serde_json::Map<_, _>>(),
-        "aliases": b.aliases,
-        "containment": b.containment.clone().unwrap_or_default(),
-        "directives": b.directives,
-        "guards": b.guards.as_ref().map(|g| g.declared().clone()).unwrap_or_default(),
-        "approvers": b.approvers.canonical(),
-        "preset": b.preset.as_ref().map(|(p, _)| p.name()),
-        "hints": b.hints.clone().unwrap_or_default(),
-        "modes": b.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "paths": if b.case_insensitive_paths { json!({"case_insensitive": true}) } else { Value::Null },
-        "mcp": b.mcp.canonical(),
+    sources: Vec<CanonicalSource<'_>>,
+    rules: Vec<CanonicalRule<'_>>,
+) -> Result<String, PolicyError> {
+    let permissions = match crate::permission::cover(json!({}), &b.permissions) {
+        Value::Object(mut map) => map.remove("permissions"),
+        _ => None,
+    };
+    let value = Canonical {
+        aliases: &b.aliases,
+        approvers: b.approvers.canonical(),
+        containment: json!(b.containment.clone().unwrap_or_default()),
+        default: default.as_str(),
+        directives: &b.directives,
+        format: SNAPSHOT_FORMAT,
+        guards: json!(
+            b.guards
+                .as_ref()
+                .map(|g| g.declared().clone())
+                .unwrap_or_default()
+        ),
+        hints: json!(b.hints.clone().unwrap_or_default()),
+        id,
+        mcp: b.mcp.canonical(),
+        modes: b.modes.iter().map(|m| m.name()).collect(),
+        paths: if b.case_insensitive_paths {
+            json!({"case_insensitive": true})
+        } else {
+            Value::Null
+        },
+        permissions,
+        preset: b.preset.as_ref().map(|(p, _)| p.name()),
+        rules,
+        sources,
+        tools: b
+            .profiles
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str(),
+                    json!({"match": v.matcher.name(), "field": v.field}),
+                )
+            })
+            .collect(),
+        version,
+    };
+    warden_contracts::canonical::to_canonical_string_of(&value).map_err(|e| PolicyError::Write {
+        message: e.to_string(),
     })
 }

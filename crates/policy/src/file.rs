@@ -421,12 +421,46 @@ impl LoadedPolicy {
     /// The line on which `needle` first appears in the file's text outside a TOML comment
     /// line, if it does (a comment mentioning a key is not where the key is declared).
     pub(crate) fn line_of(&self, needle: &str) -> Option<usize> {
-        let comment =
-            |line: &str| self.format == Format::Toml && line.trim_start().starts_with('#');
-        self.text
-            .lines()
-            .enumerate()
-            .find(|(_, line)| !comment(line) && line.contains(needle))
-            .map(|(n, _)| n + 1)
+        line_of(&self.text, self.format, needle)
+    }
+
+    /// The file's text, shared by the declarations compiled from it.
+    pub(crate) fn shared_text(&self) -> FileText {
+        FileText {
+            text: self.text.as_str().into(),
+            format: self.format,
+        }
+    }
+}
+
+/// The line on which `needle` first appears in `text` outside a TOML comment line.
+fn line_of(text: &str, format: Format, needle: &str) -> Option<usize> {
+    let comment = |line: &str| format == Format::Toml && line.trim_start().starts_with('#');
+    text.lines()
+        .enumerate()
+        .find(|(_, line)| !comment(line) && line.contains(needle))
+        .map(|(n, _)| n + 1)
+}
+
+/// A policy file's text, kept with the declarations read from it so that the line of a rule or
+/// note is looked up only when an error names it. Looking it up for every rule as it is read
+/// scans the text once per rule: quadratic in the rules of a list written as an array.
+#[derive(Debug, Clone)]
+pub(crate) struct FileText {
+    text: std::sync::Arc<str>,
+    format: Format,
+}
+
+impl FileText {
+    /// `at`, with its line filled in from where `needle` first appears (as
+    /// [`LoadedPolicy::line_of`] finds it) when it has none.
+    pub(crate) fn locate(this: Option<&Self>, at: &Location, needle: &str) -> Location {
+        let mut at = at.clone();
+        if at.line.is_none()
+            && let Some(file) = this
+        {
+            at.line = line_of(&file.text, file.format, needle);
+        }
+        at
     }
 }

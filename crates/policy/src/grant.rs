@@ -177,16 +177,16 @@ impl PolicySnapshot {
                     lists: Default::default(),
                     notes: Default::default(),
                     at: at.clone(),
+                    text: None,
+                    pointer: String::new(),
                 });
                 b.sets.len() - 1
             }
         };
         for kind in [ListKind::Deny, ListKind::Ask] {
             for rule in set.rules.list(kind) {
-                b.sets[grant_set].lists[list_slot(kind)].push(RuleDecl {
-                    text: rule.to_string(),
-                    at: at.clone(),
-                });
+                b.sets[grant_set].lists[list_slot(kind)]
+                    .push(RuleDecl::new(rule.to_string(), at.clone()));
                 report.changes.push(GrantChange::Restricted {
                     list: kind,
                     rule: rule.to_string(),
@@ -392,10 +392,7 @@ fn apply(
                 let carve = format!("{}(!{})", rule.tool(), rule.spec().unwrap_or_default());
                 let list = &mut b.sets[si].lists[list_slot(ListKind::Ask)];
                 if !list.iter().any(|d| d.text == carve) {
-                    list.push(RuleDecl {
-                        text: carve.clone(),
-                        at: at.clone(),
-                    });
+                    list.push(RuleDecl::new(carve.clone(), at.clone()));
                     report.changes.push(GrantChange::CarvedOut {
                         rule: carve,
                         source: b.sets[si].source.name.clone(),
@@ -430,15 +427,13 @@ fn apply(
                 ri,
                 RuleDecl {
                     text: kept.join(" "),
-                    at: decl.at,
+                    ..decl
                 },
             );
         }
     }
-    b.sets[grant_set].lists[list_slot(ListKind::Allow)].push(RuleDecl {
-        text: rule.to_string(),
-        at: at.clone(),
-    });
+    b.sets[grant_set].lists[list_slot(ListKind::Allow)]
+        .push(RuleDecl::new(rule.to_string(), at.clone()));
     report.changes.push(GrantChange::Allowed {
         rule: rule.to_string(),
         source: source.name.clone(),

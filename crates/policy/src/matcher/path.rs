@@ -9,7 +9,8 @@ use super::{PathEnv, Value};
 /// A compiled `path` spec: the pattern and "everything beneath it".
 #[derive(Debug, Clone)]
 pub(super) struct PathPattern {
-    set: GlobSet,
+    /// The glob engine's matcher, built only for a pattern without a fast form.
+    set: Option<GlobSet>,
     /// The same match without the glob engine, for the common literal shapes.
     fast: Option<Fast>,
     /// Paths compare without regard to letter case.
@@ -88,6 +89,17 @@ impl PathPattern {
         env: &PathEnv,
         fold: bool,
     ) -> Result<(PathPattern, String), String> {
+        Self::compile_with(spec, env, fold, true)
+    }
+
+    /// [`Self::compile`]; `use_fast: false` always builds the glob engine's matcher and uses
+    /// it (the tests hold the fast forms to it).
+    fn compile_with(
+        spec: &str,
+        env: &PathEnv,
+        fold: bool,
+        use_fast: bool,
+    ) -> Result<(PathPattern, String), String> {
         let (body, any_suffix) = match spec.strip_suffix(":*") {
             Some(body) => (body, true),
             None => (spec, false),
@@ -133,29 +145,20 @@ impl PathPattern {
         let key = literal_key(&base);
         // Index keys are compared as written: a folded pattern is a candidate for every path.
         let key = if fold { String::new() } else { key };
-        let fast = if fold {
+        let fast = if !use_fast {
+            None
+        } else if fold {
             Fast::of(&base.to_lowercase(), any_suffix)
         } else {
             Fast::of(&base, any_suffix)
         };
-        let beneath = if base == "/" {
-            "/**".to_owned()
-        } else {
-            format!("{base}/**")
+        // A pattern with a fast form is a literal path (or a literal folder and `/**`), which
+        // the glob engine would parse and accept: its matcher, most of the cost of compiling a
+        // rule, is not built.
+        let set = match fast {
+            Some(_) => None,
+            None => Some(glob_set(base, fold)?),
         };
-        let globs = [base, beneath];
-
-        let mut set = GlobSetBuilder::new();
-        for glob in &globs {
-            let glob = GlobBuilder::new(glob)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .case_insensitive(fold)
-                .build()
-                .map_err(|e| format!("bad glob: {}", e.kind()))?;
-            set.add(glob);
-        }
-        let set = set.build().map_err(|e| format!("bad glob: {}", e.kind()))?;
         Ok((PathPattern { set, fast, fold }, key))
     }
 
@@ -163,9 +166,29 @@ impl PathPattern {
         match &self.fast {
             Some(fast) if self.fold => fast.matches(&path.to_lowercase()),
             Some(fast) => fast.matches(path),
-            None => self.set.is_match(path),
+            None => self.set.as_ref().is_some_and(|set| set.is_match(path)),
         }
     }
+}
+
+/// The glob engine's matcher for `base` and everything beneath it.
+fn glob_set(base: String, fold: bool) -> Result<GlobSet, String> {
+    let beneath = if base == "/" {
+        "/**".to_owned()
+    } else {
+        format!("{base}/**")
+    };
+    let mut set = GlobSetBuilder::new();
+    for glob in [base, beneath] {
+        let glob = GlobBuilder::new(&glob)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .case_insensitive(fold)
+            .build()
+            .map_err(|e| format!("bad glob: {}", e.kind()))?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| format!("bad glob: {}", e.kind()))
 }
 
 /// Pushes the normalized components of an absolute folder from the environment.
@@ -400,15 +423,16 @@ mod tests {
         ];
         let mut fast_seen = 0;
         for spec in specs {
-            let (mut pattern, _) = PathPattern::compile(spec, &env, false).unwrap();
-            let Some(fast) = pattern.fast.take() else {
+            let (pattern, _) = PathPattern::compile(spec, &env, false).unwrap();
+            let Some(fast) = &pattern.fast else {
                 continue;
             };
+            let (slow, _) = PathPattern::compile_with(spec, &env, false, false).unwrap();
             fast_seen += 1;
             for path in paths {
                 assert_eq!(
                     fast.matches(path),
-                    pattern.set.is_match(path),
+                    slow.matches(path),
                     "{spec} on {path}: {fast:?}"
                 );
             }
