@@ -11,13 +11,15 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 use warden_policy::{
-    Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, SubjectVerdict, Verdict, edge,
+    Call, PolicySnapshot, ScopeAuthority, ScopeStage, ScopeVerdict, Verdict, edge,
 };
 
 use crate::error::CliError;
 use crate::{CheckArgs, ExplainArgs, OutputFormat, args_object, load};
 
-/// One line of `warden check --format json`.
+/// One line of `warden check --format json`, as serde writes it: the contract's shape.
+/// [`write_json`] writes the same bytes by hand, and a test holds it to this.
+#[cfg(test)]
 #[derive(Serialize)]
 struct CheckLine<'a> {
     decision: &'a str,
@@ -43,6 +45,7 @@ struct ScopeLine<'a> {
     scope_digest: &'a str,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct SubjectLine<'a> {
     text: &'a str,
@@ -280,9 +283,11 @@ pub(crate) fn run_check(a: &CheckArgs, out: &mut impl Write) -> Result<ExitCode,
     Ok(ExitCode::SUCCESS)
 }
 
-/// A verdict's subjects, written as the JSON line's `subjects` array without collecting them.
-struct SubjectLines<'a>(&'a [SubjectVerdict]);
+/// A verdict's subjects, serialized as the JSON line's `subjects` array.
+#[cfg(test)]
+struct SubjectLines<'a>(&'a [warden_policy::SubjectVerdict]);
 
+#[cfg(test)]
 impl Serialize for SubjectLines<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.0.iter().map(|s| SubjectLine {
@@ -294,31 +299,145 @@ impl Serialize for SubjectLines<'_> {
     }
 }
 
-/// One JSON line; with `--scope`, the reason is the scope verdict's (it names the deciding
-/// scope) and a `scope` object says how the chain decided.
+/// How a scope chain decided, for the JSON line.
+fn scope_line(s: &ScopeVerdict) -> ScopeLine<'_> {
+    ScopeLine {
+        caller: &s.caller,
+        decided_by: &s.scope,
+        stage: s.stage,
+        authorities: &s.authorities,
+        scope_digest: s.scope_digest.as_str(),
+    }
+}
+
+/// One JSON line ([`CheckLine`]); with `--scope`, the reason is the scope verdict's (it names
+/// the deciding scope) and a `scope` object says how the chain decided. Written by hand, the
+/// strings escaped eight bytes at a time ([`json_str`]): serde's escaping, a byte at a time,
+/// was most of the cost of a line.
 fn write_json(
     out: &mut Vec<u8>,
     v: &Verdict,
     scope: Option<&ScopeVerdict>,
 ) -> Result<(), CliError> {
-    let line = CheckLine {
-        decision: v.decision.as_str(),
-        rule: v.rule.as_deref(),
-        source: v.source.as_deref(),
-        reason: scope.map_or(&v.reason, |s| &s.reason),
-        subjects: SubjectLines(&v.subjects),
-        policy_digest: v.policy_digest.as_str(),
-        scope: scope.map(|s| ScopeLine {
-            caller: &s.caller,
-            decided_by: &s.scope,
-            stage: s.stage,
-            authorities: &s.authorities,
-            scope_digest: s.scope_digest.as_str(),
-        }),
-    };
-    serde_json::to_writer(&mut *out, &line).map_err(|e| CliError::Io(e.into()))?;
-    out.push(b'\n');
+    out.extend_from_slice(b"{\"decision\":");
+    json_word(out, v.decision.as_str());
+    out.extend_from_slice(b",\"rule\":");
+    json_opt_str(out, v.rule.as_deref());
+    out.extend_from_slice(b",\"source\":");
+    json_opt_str(out, v.source.as_deref());
+    out.extend_from_slice(b",\"reason\":");
+    json_str(out, scope.map_or(&v.reason, |s| &s.reason));
+    out.extend_from_slice(b",\"subjects\":[");
+    for (i, s) in v.subjects.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"text\":");
+        json_str(out, &s.text);
+        out.extend_from_slice(b",\"tool\":");
+        json_str(out, &s.tool);
+        out.extend_from_slice(b",\"decision\":");
+        json_word(out, s.decision.as_str());
+        out.extend_from_slice(b",\"rule\":");
+        json_opt_str(out, s.rule.as_deref());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"policy_digest\":");
+    json_str(out, v.policy_digest.as_str());
+    if let Some(s) = scope {
+        out.extend_from_slice(b",\"scope\":");
+        serde_json::to_writer(&mut *out, &scope_line(s)).map_err(|e| CliError::Io(e.into()))?;
+    }
+    out.extend_from_slice(b"}\n");
     Ok(())
+}
+
+/// A word that needs no escaping (`allow`, `ask`, `deny`) as a JSON string.
+fn json_word(out: &mut Vec<u8>, word: &'static str) {
+    debug_assert!(word.bytes().all(|b| b.is_ascii_alphabetic()));
+    out.push(b'"');
+    out.extend_from_slice(word.as_bytes());
+    out.push(b'"');
+}
+
+fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => json_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `s` as a JSON string, escaped exactly as serde_json escapes it: `"` and `\`, the control
+/// characters below U+0020 (`\b`, `\t`, `\n`, `\f`, `\r` by name, the others as `\u00xx`),
+/// nothing else. Eight bytes at a time are tested at once and copied whole when none needs
+/// escaping.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        if needs_escape(u64::from_le_bytes(word)) {
+            escape_bytes(out, bytes, at, chunk, &mut start);
+        }
+        at += 8;
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        // Padded with a byte that needs no escaping.
+        let mut word = [b'a'; 8];
+        word[..tail.len()].copy_from_slice(tail);
+        if needs_escape(u64::from_le_bytes(word)) {
+            escape_bytes(out, bytes, at, tail, &mut start);
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Whether any of the eight bytes of `w` needs escaping in a JSON string: below 0x20, `"` or
+/// `\` (exact for the word as a whole; a byte of 0x80 or more never counts).
+fn needs_escape(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let below = |w: u64, n: u64| w.wrapping_sub(ONES * n) & !w & HIGHS != 0;
+    below(w, 0x20)
+        || below(w ^ (ONES * u64::from(b'"')), 1)
+        || below(w ^ (ONES * u64::from(b'\\')), 1)
+}
+
+/// Escapes the bytes of `chunk` (at `at` in `bytes`) that need it, copying what came before
+/// each since `start`.
+fn escape_bytes(out: &mut Vec<u8>, bytes: &[u8], at: usize, chunk: &[u8], start: &mut usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (j, &b) in chunk.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..0x20 => &[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ],
+            _ => continue,
+        };
+        let i = at + j;
+        out.extend_from_slice(&bytes[*start..i]);
+        out.extend_from_slice(escape);
+        *start = i + 1;
+    }
 }
 
 fn write_text(out: &mut Vec<u8>, call: &Call, v: &Verdict, reason: &str) -> Result<(), CliError> {
@@ -526,4 +645,89 @@ fn explain(out: &mut impl Write, snapshot: &PolicySnapshot, call: &Call) -> Resu
     }
     writeln!(out, "default: {}", snapshot.default_decision())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+    use warden_policy::{Decision, PolicyBuilder, Rule, RuleSet, Source};
+
+    use super::*;
+
+    fn serde_line(v: &Verdict, scope: Option<&ScopeVerdict>) -> Vec<u8> {
+        let line = CheckLine {
+            decision: v.decision.as_str(),
+            rule: v.rule.as_deref(),
+            source: v.source.as_deref(),
+            reason: scope.map_or(&v.reason, |s| &s.reason),
+            subjects: SubjectLines(&v.subjects),
+            policy_digest: v.policy_digest.as_str(),
+            scope: scope.map(scope_line),
+        };
+        let mut out = serde_json::to_vec(&line).unwrap();
+        out.push(b'\n');
+        out
+    }
+
+    #[test]
+    fn every_character_below_0x80_is_escaped_as_serde_escapes_it() {
+        let all: String = (0u8..0x80).map(char::from).collect();
+        for s in [
+            all.as_str(),
+            "",
+            "plain ascii text",
+            "é\u{2028}\"\\",
+            "0123456\u{1f}",
+        ] {
+            let mut out = Vec::new();
+            json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_string_is_escaped_as_serde_escapes_it(s in any::<String>(), t in "[ -~\t\n\u{0}-\u{1f}é]{0,40}") {
+            for s in [&s, &t] {
+                let mut out = Vec::new();
+                json_str(&mut out, s);
+                prop_assert_eq!(out, serde_json::to_vec(s).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn a_verdict_line_is_the_bytes_serde_writes() {
+        let mut set = RuleSet::default();
+        set.allow.push(Rule::parse("bash(git status:*)").unwrap());
+        set.deny.push(Rule::parse("read(/etc/**)").unwrap());
+        set.ask
+            .push(Rule::parse("web_fetch(domain:*.example.com)").unwrap());
+        let snapshot = PolicyBuilder::new()
+            .default(Decision::Ask)
+            .own(Source::trusted("t\"1"), set)
+            .build()
+            .unwrap();
+        let calls = [
+            Call::new(
+                "bash",
+                json!({"command": "git status && rm -rf \"/\"\t> out\n"}),
+            ),
+            Call::new("read", json!({"path": "/etc/pass\u{7}wd"})),
+            Call::new("web_fetch", json!({"url": "https://a.example.com/é"})),
+            Call::new("mcp__x", json!({})),
+            Call::new("bash", json!({"command": ""})),
+        ];
+        for call in &calls {
+            let v = snapshot.decide(call);
+            let mut out = Vec::new();
+            write_json(&mut out, &v, None).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(serde_line(&v, None)).unwrap()
+            );
+        }
+    }
 }
