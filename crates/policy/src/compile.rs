@@ -1298,13 +1298,14 @@ fn compile(b: &PolicyBuilder) -> Result<PolicySnapshot, PolicyError> {
             })
             .unwrap_or_else(|| "policy".into());
     let version = b.version.clone().unwrap_or_else(|| "0".into());
+    let canonical_rules = canonical_rules_text(&canonical_rules)?;
     let canonical = canonical_form(
         b,
         &id,
         &version,
         default,
-        canonical_sources,
-        canonical_rules,
+        &canonical_sources,
+        &canonical_rules,
     )?;
     let digest = Digest::of_bytes(canonical.as_bytes());
     // The default's reason for each tool the rules or profiles name, made once per tool.
@@ -1551,84 +1552,96 @@ struct CanonicalRule<'a> {
     source: &'a str,
 }
 
-/// The canonical form the digest covers: the semantics, in evaluation order.
-#[derive(Serialize)]
-struct Canonical<'a> {
-    aliases: &'a BTreeMap<String, Vec<String>>,
-    approvers: Value,
-    containment: Value,
-    default: &'static str,
-    directives: &'a crate::directives::Directives,
-    format: &'static str,
-    guards: Value,
-    hints: Value,
-    id: &'a str,
-    mcp: Value,
-    modes: Vec<&'static str>,
-    paths: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    permissions: Option<Value>,
-    preset: Option<&'static str>,
-    rules: Vec<CanonicalRule<'a>>,
-    sources: Vec<CanonicalSource<'a>>,
-    tools: BTreeMap<&'a str, Value>,
-    version: &'a str,
-}
-
-/// The canonical JSON of the semantics: exactly what `to_canonical_string` writes for the
-/// JSON object of these members, written straight from them (the rules' part grows with the
-/// policy, so it is not built as a `Value` tree first).
+/// The canonical JSON of the semantics, in evaluation order: an object whose members (sorted
+/// by key, as RFC 8785 orders them; every key is plain ASCII) are written one by one, so the
+/// rules' member, which grows with the policy and is the costly one, can be written once and
+/// reused (`rules` is its canonical text: see [`canonical_rules_text`]). The same text
+/// `to_canonical_string` writes for the whole object.
 fn canonical_form(
     b: &PolicyBuilder,
     id: &str,
     version: &str,
     default: Decision,
-    sources: Vec<CanonicalSource<'_>>,
-    rules: Vec<CanonicalRule<'_>>,
+    sources: &[CanonicalSource<'_>],
+    rules: &str,
 ) -> Result<String, PolicyError> {
+    fn text<T: Serialize + ?Sized>(value: &T) -> Result<String, PolicyError> {
+        warden_contracts::canonical::to_canonical_string_of(value).map_err(|e| PolicyError::Write {
+            message: e.to_string(),
+        })
+    }
     let permissions = match crate::permission::cover(json!({}), &b.permissions) {
         Value::Object(mut map) => map.remove("permissions"),
         _ => None,
     };
-    let value = Canonical {
-        aliases: &b.aliases,
-        approvers: b.approvers.canonical(),
-        containment: json!(b.containment.clone().unwrap_or_default()),
-        default: default.as_str(),
-        directives: &b.directives,
-        format: SNAPSHOT_FORMAT,
-        guards: json!(
-            b.guards
-                .as_ref()
-                .map(|g| g.declared().clone())
-                .unwrap_or_default()
-        ),
-        hints: json!(b.hints.clone().unwrap_or_default()),
-        id,
-        mcp: b.mcp.canonical(),
-        modes: b.modes.iter().map(|m| m.name()).collect(),
-        paths: if b.case_insensitive_paths {
-            json!({"case_insensitive": true})
-        } else {
-            Value::Null
-        },
-        permissions,
-        preset: b.preset.as_ref().map(|(p, _)| p.name()),
-        rules,
-        sources,
-        tools: b
-            .profiles
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str(),
-                    json!({"match": v.matcher.name(), "field": v.field}),
-                )
-            })
-            .collect(),
-        version,
+    let tools: BTreeMap<&str, Value> = b
+        .profiles
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                json!({"match": v.matcher.name(), "field": v.field}),
+            )
+        })
+        .collect();
+    let paths = if b.case_insensitive_paths {
+        json!({"case_insensitive": true})
+    } else {
+        Value::Null
     };
-    warden_contracts::canonical::to_canonical_string_of(&value).map_err(|e| PolicyError::Write {
+    let modes: Vec<&str> = b.modes.iter().map(|m| m.name()).collect();
+    let guards = b
+        .guards
+        .as_ref()
+        .map(|g| g.declared().clone())
+        .unwrap_or_default();
+    let mut members: Vec<(&str, String)> = vec![
+        ("aliases", text(&b.aliases)?),
+        ("approvers", text(&b.approvers.canonical())?),
+        (
+            "containment",
+            text(&b.containment.clone().unwrap_or_default())?,
+        ),
+        ("default", text(default.as_str())?),
+        ("directives", text(&b.directives)?),
+        ("format", text(SNAPSHOT_FORMAT)?),
+        ("guards", text(&guards)?),
+        ("hints", text(&b.hints.clone().unwrap_or_default())?),
+        ("id", text(id)?),
+        ("mcp", text(&b.mcp.canonical())?),
+        ("modes", text(&modes)?),
+        ("paths", text(&paths)?),
+    ];
+    if let Some(permissions) = &permissions {
+        members.push(("permissions", text(permissions)?));
+    }
+    members.extend([
+        ("preset", text(&b.preset.as_ref().map(|(p, _)| p.name()))?),
+        ("rules", rules.to_owned()),
+        ("sources", text(sources)?),
+        ("tools", text(&tools)?),
+        ("version", text(version)?),
+    ]);
+    debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0));
+    let mut out = String::with_capacity(members.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+    out.push('{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(value);
+    }
+    out.push('}');
+    Ok(out)
+}
+
+/// The canonical text of the rules' member: every declared rule (withheld ones included), in
+/// evaluation order.
+fn canonical_rules_text(rules: &[CanonicalRule<'_>]) -> Result<String, PolicyError> {
+    warden_contracts::canonical::to_canonical_string_of(rules).map_err(|e| PolicyError::Write {
         message: e.to_string(),
     })
 }
