@@ -890,9 +890,11 @@ impl ToolIndex {
 
     /// The rules keyed under `probe`, if any.
     pub(crate) fn keyed(&self, probe: &str) -> Option<&[u32]> {
+        crate::work::add(1);
         if self.key_lens & Self::len_bit(probe.len()) == 0 {
             return None;
         }
+        crate::work::add(probe.len());
         self.keyed.get(probe).map(Vec::as_slice)
     }
 }
@@ -923,8 +925,10 @@ impl ListIndex {
                 }
                 continue;
             };
+            crate::work::add(1 + prefix.len());
             if let Some(ids) = self.globs_by_prefix.get(prefix) {
                 for &id in ids {
+                    crate::work::add(1 + tool.len());
                     if rules[id as usize]
                         .tool_glob
                         .as_ref()

@@ -570,6 +570,7 @@ impl PolicySnapshot {
             .into_iter()
             .map(|id| &self.rules[id as usize])
             .find(|rule| {
+                crate::work::add(1);
                 let fires = rule.pattern.as_ref().is_none_or(|pat| {
                     pat.matches(value, view) || also.iter().any(|v| pat.matches(v, view))
                 });

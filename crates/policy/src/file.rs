@@ -438,7 +438,10 @@ fn line_of(text: &str, format: Format, needle: &str) -> Option<usize> {
     let comment = |line: &str| format == Format::Toml && line.trim_start().starts_with('#');
     text.lines()
         .enumerate()
-        .find(|(_, line)| !comment(line) && line.contains(needle))
+        .find(|(_, line)| {
+            crate::work::add(line.len() + 1);
+            !comment(line) && line.contains(needle)
+        })
         .map(|(n, _)| n + 1)
 }
 

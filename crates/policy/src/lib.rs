@@ -64,6 +64,8 @@ mod rule;
 pub mod scope;
 pub mod shell;
 mod wildcard;
+#[doc(hidden)]
+pub mod work;
 
 pub use compile::{
     DefaultOrigin, DerivedRule, PolicyBuilder, PolicySnapshot, Protected, SNAPSHOT_FORMAT,

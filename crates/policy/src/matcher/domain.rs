@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::{Host, Value};
+use super::{Host, MAX_KEY_BYTES, Value};
 
 /// Schemes whose host the URL standard parses as a domain (others keep an opaque host).
 const SPECIAL_SCHEMES: [&str; 6] = ["http", "https", "ws", "wss", "ftp", "file"];
@@ -64,7 +64,7 @@ impl DomainPattern {
             },
         };
         let key = match &pattern {
-            DomainPattern::Exact(d) | DomainPattern::Suffix(d) => d.clone(),
+            DomainPattern::Exact(d) | DomainPattern::Suffix(d) => cap_key(d),
             DomainPattern::V4(a) => a.to_string(),
             DomainPattern::V6(a) => a.to_string(),
         };
@@ -166,9 +166,15 @@ fn plain_host(text: &str) -> Option<&str> {
 /// address's text (and an IPv4-mapped IPv6 address's IPv4 text).
 pub(super) fn probes(host: &Host, f: &mut dyn FnMut(&str)) {
     match host {
+        // Only suffixes of at most `MAX_KEY_BYTES` (no key is longer: `cap_key`), so a host of
+        // many labels costs its length to probe, not its length squared.
         Host::Domain(d) => {
-            f(d);
-            for (i, _) in d.match_indices('.') {
+            if d.len() <= MAX_KEY_BYTES {
+                f(d);
+            }
+            let tail = d.len().saturating_sub(MAX_KEY_BYTES + 1);
+            for (i, _) in d[tail..].match_indices('.') {
+                let i = tail + i;
                 if i + 1 < d.len() {
                     f(&d[i + 1..]);
                 }
@@ -181,6 +187,20 @@ pub(super) fn probes(host: &Host, f: &mut dyn FnMut(&str)) {
                 f(&v4.to_string());
             }
         }
+    }
+}
+
+/// A domain key cut to at most [`MAX_KEY_BYTES`]: the longest of its parent suffixes that
+/// fits (`""` for none). A host the key matches ends in that suffix after a `.`, so it still
+/// probes it.
+fn cap_key(domain: &str) -> String {
+    if domain.len() <= MAX_KEY_BYTES {
+        return domain.to_owned();
+    }
+    let from = domain.len() - MAX_KEY_BYTES;
+    match domain[from - 1..].find('.') {
+        Some(i) => domain[from + i..].to_owned(),
+        None => String::new(),
     }
 }
 

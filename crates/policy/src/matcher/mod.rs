@@ -27,6 +27,12 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
+/// The longest index key of a `path` or `domain` pattern, and so the longest probe of such a
+/// value: a longer key is cut back to the longest folder or parent domain that fits (a looser
+/// key: more candidates, never a missed match), which keeps the probes of a path or host
+/// (one per folder or label, each hashed whole) constant work however long it is.
+pub(crate) const MAX_KEY_BYTES: usize = 128;
+
 /// How a tool's specifiers are matched.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema,

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use super::{PathEnv, Value};
+use super::{MAX_KEY_BYTES, PathEnv, Value};
 
 /// A compiled `path` spec: the pattern and "everything beneath it".
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ impl PathPattern {
         if any_suffix {
             base.push('*');
         }
-        let key = literal_key(&base);
+        let key = cap_key(literal_key(&base));
         // Index keys are compared as written: a folded pattern is a candidate for every path.
         let key = if fold { String::new() } else { key };
         let fast = if !use_fast {
@@ -338,17 +338,33 @@ fn is_normal(path: &str) -> bool {
         .is_some_and(|rest| rest.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
 }
 
-/// Calls `f(end)` for every non-empty probe `path[..end]`: the path before each `/` and the
-/// whole path.
+/// Calls `f(end)` for every non-empty probe `path[..end]` of at most [`MAX_KEY_BYTES`]: the
+/// path before each `/` and the whole path. Keys are never longer (see [`cap_key`]), and the
+/// bound keeps a value's probes constant work: a probe costs its length to hash, and a path
+/// of `d` folders has `d` of them, so unbounded probes would cost a deep path's length squared.
 pub(super) fn probes(path: &str, f: &mut dyn FnMut(usize)) {
-    for (i, &b) in path.as_bytes().iter().enumerate().skip(1) {
+    let head = &path.as_bytes()[..path.len().min(MAX_KEY_BYTES + 1)];
+    for (i, &b) in head.iter().enumerate().skip(1) {
         if b == b'/' {
             f(i);
         }
     }
-    if !path.is_empty() {
+    if !path.is_empty() && path.len() <= MAX_KEY_BYTES {
         f(path.len());
     }
+}
+
+/// A path key cut to at most [`MAX_KEY_BYTES`]: the longest of its folders that fits (`""` for
+/// none). Every path under the key is under that folder too, so it still probes the key.
+fn cap_key(key: String) -> String {
+    if key.len() <= MAX_KEY_BYTES {
+        return key;
+    }
+    let end = key.as_bytes()[..=MAX_KEY_BYTES]
+        .iter()
+        .rposition(|&b| b == b'/')
+        .unwrap_or(0);
+    key[..end].to_owned()
 }
 
 /// Whether `end` is one of the probe ends of `path` (see [`probes`]).

@@ -736,3 +736,46 @@ proptest! {
         );
     }
 }
+
+/// A path or host longer than any index key probes only the prefixes (suffixes) that fit in
+/// `MAX_KEY_BYTES`, and a pattern whose key would be longer is keyed by a folder (parent
+/// domain) that fits: it is still found, and a value's probes stay constant work.
+#[test]
+fn long_paths_and_hosts_probe_keys_that_fit() {
+    let deep: String = (0..200).map(|i| format!("/d{i}")).collect();
+    assert!(deep.len() > 2 * MAX_KEY_BYTES);
+    let value = Value::Path {
+        lexical: format!("{deep}/file.rs"),
+        resolved: None,
+    };
+    assert!(probes(&value).iter().all(|p| p.len() <= MAX_KEY_BYTES));
+    for spec in [
+        format!("{deep}/file.rs"),
+        format!("{deep}/**"),
+        format!("{deep}/*.rs"),
+        format!(
+            "{}/**",
+            (0..70).map(|i| format!("/d{i}")).collect::<String>()
+        ),
+        "/d0/**".to_owned(),
+    ] {
+        let pattern = compile(MatcherKind::Path, &spec);
+        assert!(pattern.index_key().len() <= MAX_KEY_BYTES, "{spec}");
+        assert!(pattern.index_key().starts_with("/d0"), "{spec}");
+        assert_views(&spec, &pattern, &value, true, true);
+    }
+    let labels: String = (0..120).map(|i| format!("l{i}.")).collect();
+    let url = format!("https://{labels}example.com/");
+    let value = host(&url);
+    assert!(probes(&value).iter().all(|p| p.len() <= MAX_KEY_BYTES));
+    for spec in [
+        format!("domain:{labels}example.com"),
+        format!("domain:*.{}example.com", &labels[3..]),
+        "domain:*.example.com".to_owned(),
+    ] {
+        let pattern = compile(MatcherKind::Domain, &spec);
+        assert!(pattern.index_key().len() <= MAX_KEY_BYTES, "{spec}");
+        assert!(pattern.index_key().ends_with("example.com"), "{spec}");
+        assert_views(&spec, &pattern, &value, true, true);
+    }
+}

@@ -54,6 +54,14 @@ pub const MAX_PAYLOAD_DEPTH: usize = 8;
 /// The most subjects one call may split into; past it the call is denied (never a cap that
 /// stops checking).
 pub const MAX_SUBJECTS: usize = 4096;
+/// How many times its own length the text of a parsed command's subjects may add up to (plus
+/// [`SUBJECT_TEXT_FLOOR`]): a command nested in another's words (`a $(b $(c …))`) is part of
+/// each enclosing command's text, so deep nesting makes that total, and the work of matching
+/// it, grow with the square of the command. Past it the command is denied.
+pub const MAX_SUBJECT_TEXT_FACTOR: usize = 16;
+/// The subjects' text every parsed command may span whatever its length (see
+/// [`MAX_SUBJECT_TEXT_FACTOR`]).
+pub const SUBJECT_TEXT_FLOOR: usize = 4096;
 /// The most words after a wrapper whose options are not understood: each later word is tried
 /// as the start of the inner command by deny and ask rules; past this the program is unknown.
 pub const MAX_WRAPPER_SUFFIXES: usize = 256;
@@ -149,6 +157,15 @@ pub enum SplitError {
     TooManySubjects {
         /// The bound.
         max: usize,
+    },
+    /// Its subjects' text adds up to more than [`MAX_SUBJECT_TEXT_FACTOR`] times the command
+    /// (commands nested too deeply in other commands' words).
+    #[error(
+        "the command's subjects repeat its text more than {factor} times over (commands nest too deeply inside other commands' words)"
+    )]
+    TooRepetitive {
+        /// The bound, as a multiple of the command's length.
+        factor: usize,
     },
     /// The parser gave up (its work budget ran out) or could not be set up.
     #[error("the command could not be parsed: {0}")]

@@ -236,6 +236,7 @@ fn parse_raw(text: &str) -> Result<Tree, SplitError> {
         let mut calls = 0usize;
         let mut progress = |_: &ParseState| {
             calls += 1;
+            crate::work::add(1);
             calls > budget
         };
         let options = ParseOptions::new().progress_callback(&mut progress);

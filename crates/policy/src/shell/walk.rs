@@ -10,7 +10,8 @@ use super::normalize::{ShellText, SimpleCommand, Stdin, normalize, unknown_subje
 use super::parse::{self, Parsed, redirect_is_quoted};
 use super::word::{Word, shorten, text_of, word_from_nodes};
 use super::{
-    MAX_NESTING, MAX_PAYLOAD_DEPTH, MAX_SUBJECTS, Redirect, ShellCommand, ShellSubject, SplitError,
+    MAX_NESTING, MAX_PAYLOAD_DEPTH, MAX_SUBJECT_TEXT_FACTOR, MAX_SUBJECTS, Redirect,
+    SUBJECT_TEXT_FLOOR, ShellCommand, ShellSubject, SplitError,
 };
 
 /// What walking one tree yields, in source order.
@@ -282,6 +283,9 @@ struct Walker<'t> {
     /// Constructs Warden cannot know the effect of (arithmetic on something that is not a
     /// number), emitted after the commands so a deny rule that also fires is the one cited.
     unknown: Vec<Item>,
+    /// How many more bytes of source text the subjects of this walk may span
+    /// ([`MAX_SUBJECT_TEXT_FACTOR`]).
+    span_left: usize,
 }
 
 /// Kinds whose children are not a level deeper (long `a && b && …` chains nest in the tree).
@@ -302,7 +306,25 @@ impl<'t> Walker<'t> {
             tail_stdin: HashMap::new(),
             items: Vec::new(),
             unknown: Vec::new(),
+            span_left: MAX_SUBJECT_TEXT_FACTOR
+                .saturating_mul(parsed.text.len())
+                .saturating_add(SUBJECT_TEXT_FLOOR),
         }
+    }
+
+    /// Takes a subject's span from the walk's budget: a command nested in another command's
+    /// words is part of that command's text too, so deep nesting makes the subjects' text (and
+    /// the work of matching it) grow with the square of the command; past the budget the
+    /// command is refused instead.
+    fn spend(&mut self, node: Node<'_>) -> Result<(), SplitError> {
+        let span = node.end_byte().saturating_sub(node.start_byte());
+        self.span_left = self
+            .span_left
+            .checked_sub(span)
+            .ok_or(SplitError::TooRepetitive {
+                factor: MAX_SUBJECT_TEXT_FACTOR,
+            })?;
+        Ok(())
     }
 
     fn text(&self, node: Node<'_>) -> String {
@@ -325,6 +347,17 @@ impl<'t> Walker<'t> {
                 });
             }
             let kind = f.node.kind();
+            if matches!(
+                kind,
+                "command"
+                    | "variable_assignment"
+                    | "variable_assignments"
+                    | "declaration_command"
+                    | "unset_command"
+                    | "test_command"
+            ) {
+                self.spend(f.node)?;
+            }
             let mut child_stdin: Vec<(usize, usize)> = Vec::new(); // (child index, stdin)
             match kind {
                 "comment" => continue,
