@@ -71,6 +71,10 @@ pub(crate) struct HookArgs {
     /// Print the provider's settings fragment that installs this hook, and exit.
     #[arg(long)]
     print_settings: bool,
+    /// Compile the policy on every call, without the compiled-policy cache under
+    /// `.warden/cache/` in the project root (docs/policy.md, "The compiled policy cache").
+    #[arg(long)]
+    no_cache: bool,
 }
 
 /// What the hook answers: stdout, stderr and the exit code.
@@ -490,12 +494,14 @@ fn inject_test_panic() {
 }
 
 impl HookArgs {
-    /// The policy, with the policy files and the journal protected from the agent.
+    /// The policy, with the policy files, the journal and the policy cache protected from the
+    /// agent; its rules from the compiled-policy cache unless `--no-cache`.
     fn snapshot(&self) -> Result<warden_policy::PolicySnapshot, CliError> {
-        load::snapshot_protecting(
+        crate::policy_cache::snapshot(
             &self.policy.files(),
             self.policy.project_root.as_deref(),
             &load::store_files(self.journal.as_deref(), "the hook's journal"),
+            !self.no_cache,
         )
     }
 }
@@ -528,6 +534,9 @@ fn hook_args(a: &HookArgs, provider: &str) -> Result<(String, Vec<String>), CliE
     if let Some(j) = &a.journal {
         args.push("--journal".into());
         args.push(load::absolute(j)?.to_string_lossy().into_owned());
+    }
+    if a.no_cache {
+        args.push("--no-cache".into());
     }
     Ok((exe.to_string_lossy().into_owned(), args))
 }

@@ -155,6 +155,15 @@ pub(crate) fn scope(
     )))
 }
 
+/// The path environment of these policy files (as [`path_env`] finds it) and the files, read.
+pub(crate) fn read_with_env(
+    files: &[PolicyPath],
+    project_root: Option<&Path>,
+) -> Result<(PathEnv, Vec<LoadedPolicy>), CliError> {
+    let env = path_env(anchor(files), project_root)?;
+    Ok((env, read(files)?))
+}
+
 fn read(files: &[PolicyPath]) -> Result<Vec<LoadedPolicy>, CliError> {
     if files.is_empty() {
         return Err(no_files());

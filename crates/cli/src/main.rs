@@ -18,6 +18,7 @@ mod harness_cmd;
 mod hook;
 mod load;
 mod mcp_cmd;
+mod policy_cache;
 mod policy_cmd;
 mod replay;
 mod sandbox_cmd;

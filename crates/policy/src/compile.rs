@@ -25,6 +25,7 @@ use crate::error::{Location, PolicyError, RuleErrorKind};
 use crate::file::{FileText, LoadedPolicy, RuleList};
 use crate::guard::GuardSet;
 use crate::hints::HintRules;
+pub(crate) use crate::image::RuleTable;
 use crate::matcher::{PathEnv, Pattern};
 use crate::mode::Mode;
 use crate::preset::Preset;
@@ -145,8 +146,8 @@ pub struct PolicyBuilder {
     pub(crate) sets: Vec<SetDecl>,
     pub(crate) profiles: BTreeMap<String, ToolProfile>,
     profile_origin: BTreeMap<String, Location>,
-    aliases: BTreeMap<String, Vec<String>>,
-    env: PathEnv,
+    pub(crate) aliases: BTreeMap<String, Vec<String>>,
+    pub(crate) env: PathEnv,
     first_label: Option<String>,
     /// Files added so far (each file's sets get the next group).
     files: usize,
@@ -154,19 +155,19 @@ pub struct PolicyBuilder {
     /// preset implied it.
     default_from: Option<DefaultOrigin>,
     /// The highest role of the files that named the preset (its deny rules speak for it).
-    preset_role: Role,
+    pub(crate) preset_role: Role,
     /// Files the governed agent may not write: the policy files, and what the runtime adds.
     protected: Vec<Protected>,
     /// The `[mcp]` tables, merged strictest-wins.
     mcp: crate::mcp::McpConfig,
     containment: Option<Containment>,
     /// Path rules compare paths without regard to case (`[paths] case_insensitive`).
-    case_insensitive_paths: bool,
+    pub(crate) case_insensitive_paths: bool,
     /// Prompt directives (text only; see `crate::directives`).
     pub(crate) directives: crate::directives::Directives,
     guards: Option<GuardSet>,
     approvers: Approvers,
-    preset: Option<(Preset, Location)>,
+    pub(crate) preset: Option<(Preset, Location)>,
     hints: Option<HintRules>,
     modes: Vec<Mode>,
     /// Programmable permissions declared (`crate::permission`): listed and digested.
@@ -849,7 +850,7 @@ pub(crate) struct CompiledRule {
 
 impl CompiledRule {
     /// Fills in what verdicts cite, once the rule's note and source are final.
-    fn finish(&mut self, source_name: &Arc<str>) {
+    pub(crate) fn finish(&mut self, source_name: &Arc<str>) {
         let cited = self.rule.to_string();
         self.source_name = Arc::clone(source_name);
         let what = match self.list {
@@ -912,12 +913,7 @@ pub(crate) struct ListIndex {
 
 impl ListIndex {
     /// Calls `f` with every tool-name glob rule of this list whose glob matches `tool`.
-    pub(crate) fn for_each_tool_glob(
-        &self,
-        rules: &[CompiledRule],
-        tool: &str,
-        mut f: impl FnMut(u32),
-    ) {
+    pub(crate) fn for_each_tool_glob(&self, rules: &RuleTable, tool: &str, mut f: impl FnMut(u32)) {
         for &len in &self.glob_prefix_lens {
             let Some(prefix) = tool.get(..len) else {
                 if len > tool.len() {
@@ -942,7 +938,7 @@ impl ListIndex {
     }
 
     /// Whether any tool-name glob rule of this list matches `tool`.
-    pub(crate) fn any_tool_glob(&self, rules: &[CompiledRule], tool: &str) -> bool {
+    pub(crate) fn any_tool_glob(&self, rules: &RuleTable, tool: &str) -> bool {
         let mut any = false;
         self.for_each_tool_glob(rules, tool, |_| any = true);
         any
@@ -957,6 +953,8 @@ pub struct PolicySnapshot {
     pub(crate) version: String,
     pub(crate) digest: Digest,
     pub(crate) canonical: String,
+    /// Where the rules' member's value is in `canonical` (what a policy image keeps).
+    pub(crate) canonical_rules: std::ops::Range<usize>,
     pub(crate) default: Decision,
     pub(crate) default_from: DefaultOrigin,
     pub(crate) protected: Vec<Protected>,
@@ -967,7 +965,7 @@ pub struct PolicySnapshot {
     /// file may not be.
     pub(crate) writing_tools: Vec<String>,
     pub(crate) sources: Vec<SourceInfo>,
-    pub(crate) rules: Vec<CompiledRule>,
+    pub(crate) rules: RuleTable,
     pub(crate) lists: [ListIndex; 3],
     pub(crate) profiles: BTreeMap<String, ToolProfile>,
     pub(crate) env: PathEnv,
@@ -1108,109 +1106,265 @@ impl PolicySnapshot {
 /// parsed once (its rules feed the compiled lists and the canonical form alike), a line number
 /// is looked up only for an error, and the builder is read, never copied.
 fn compile(b: &PolicyBuilder) -> Result<PolicySnapshot, PolicyError> {
-    let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
-    // The strictest default declared, else the one the preset implies.
-    let (default, default_from) = match (b.default, &b.preset) {
-        (Some(d), _) => (
-            d,
-            b.default_from
-                .clone()
-                .unwrap_or_else(DefaultOrigin::library),
-        ),
-        (None, Some((p, at))) => (
-            p.default_decision(),
-            DefaultOrigin::file(&at.file, Some(*p)),
-        ),
-        (None, None) => return Err(PolicyError::MissingDefault { at: default_at }),
-    };
-    let preset_set = b
-        .preset
+    let preset = preset_set_of(b);
+    let plan = Plan::new(b, preset.as_ref())?;
+    let compiled = compile_rules(b, &plan)?;
+    let lists = index(compiled.rules.iter().map(IndexEntry::of));
+    let sources = plan.source_infos(compiled.reports);
+    plan.assemble(
+        sources,
+        RuleTable::Built(compiled.rules),
+        lists,
+        &compiled.canonical_rules,
+    )
+}
+
+/// The preset's deny rules as a source of their own, when it has any.
+pub(crate) fn preset_set_of(b: &PolicyBuilder) -> Option<SetDecl> {
+    b.preset
         .as_ref()
         .filter(|(preset, _)| !preset.deny_rules().is_empty())
-        .map(|(preset, at)| preset_set(b, *preset, at));
-    let sets: Vec<&SetDecl> = b.sets.iter().chain(preset_set.as_ref()).collect();
-    // Sources: names non-empty and unique, ranks exact in canonical JSON, and no untrusted
-    // role trusted.
-    let trusted = |set: &SetDecl| set.source.trusted && set.source.role.may_be_trusted();
-    for set in &sets {
-        if set.group != usize::MAX && set.source.rank.unsigned_abs() > MAX_RANK.unsigned_abs() {
-            return Err(PolicyError::Source {
-                at: set.at.clone(),
-                message: format!(
-                    "source `{}` has rank {}, beyond the ranks a policy holds exactly (±{MAX_RANK})",
-                    set.source.name, set.source.rank
-                ),
-            });
-        }
-    }
-    let mut seen: HashMap<&str, &Location> = HashMap::with_capacity(sets.len());
-    for set in &sets {
-        if set.source.name.trim().is_empty() {
-            return Err(PolicyError::Source {
-                at: set.at.clone(),
-                message: "a source's name must not be empty".into(),
-            });
-        }
-        if let Some(first) = seen.insert(&set.source.name, &set.at) {
-            return Err(PolicyError::Source {
-                at: set.at.clone(),
-                message: format!(
-                    "source name `{}` is already used ({first})",
-                    set.source.name
-                ),
-            });
-        }
-    }
-    for (alias, targets) in &b.aliases {
-        if targets.is_empty() {
-            return Err(PolicyError::Rule {
-                at: Location::file("<aliases>"),
-                rule: alias.clone(),
-                kind: RuleErrorKind::InvalidRule,
-                message: format!("alias `{alias}` names no tool"),
-            });
-        }
-    }
-    // Evaluation order: by role (highest first); within a role, merged sources by rank
-    // (highest first), then own lists by rank.
-    let mut order: Vec<usize> = (0..sets.len()).collect();
-    order.sort_by_key(|&i| {
-        let set = sets[i];
-        (
-            std::cmp::Reverse(set.source.role),
-            set.own,
-            std::cmp::Reverse(set.source.rank),
-        )
-    });
+        .map(|(preset, at)| preset_set(b, *preset, at))
+}
 
-    let mut sources = Vec::with_capacity(order.len());
-    let mut canonical_sources = Vec::with_capacity(order.len());
+/// What compiling settles before any rule: the default, and the sets in evaluation order
+/// (their names, ranks and aliases checked).
+pub(crate) struct Plan<'b> {
+    pub(crate) b: &'b PolicyBuilder,
+    default: Decision,
+    default_from: DefaultOrigin,
+    /// Every set, the preset's last.
+    pub(crate) sets: Vec<&'b SetDecl>,
+    /// The evaluation order: indices into `sets`.
+    pub(crate) order: Vec<usize>,
+}
+
+/// Whether a set's source is trusted (an untrusted role never is).
+pub(crate) fn trusted(set: &SetDecl) -> bool {
+    set.source.trusted && set.source.role.may_be_trusted()
+}
+
+impl<'b> Plan<'b> {
+    pub(crate) fn new(
+        b: &'b PolicyBuilder,
+        preset_set: Option<&'b SetDecl>,
+    ) -> Result<Self, PolicyError> {
+        let default_at = Location::file(b.first_label.as_deref().unwrap_or("<library>"));
+        // The strictest default declared, else the one the preset implies.
+        let (default, default_from) = match (b.default, &b.preset) {
+            (Some(d), _) => (
+                d,
+                b.default_from
+                    .clone()
+                    .unwrap_or_else(DefaultOrigin::library),
+            ),
+            (None, Some((p, at))) => (
+                p.default_decision(),
+                DefaultOrigin::file(&at.file, Some(*p)),
+            ),
+            (None, None) => return Err(PolicyError::MissingDefault { at: default_at }),
+        };
+        let sets: Vec<&SetDecl> = b.sets.iter().chain(preset_set).collect();
+        // Sources: names non-empty and unique, ranks exact in canonical JSON.
+        for set in &sets {
+            if set.group != usize::MAX && set.source.rank.unsigned_abs() > MAX_RANK.unsigned_abs() {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: format!(
+                        "source `{}` has rank {}, beyond the ranks a policy holds exactly (±{MAX_RANK})",
+                        set.source.name, set.source.rank
+                    ),
+                });
+            }
+        }
+        let mut seen: HashMap<&str, &Location> = HashMap::with_capacity(sets.len());
+        for set in &sets {
+            if set.source.name.trim().is_empty() {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: "a source's name must not be empty".into(),
+                });
+            }
+            if let Some(first) = seen.insert(&set.source.name, &set.at) {
+                return Err(PolicyError::Source {
+                    at: set.at.clone(),
+                    message: format!(
+                        "source name `{}` is already used ({first})",
+                        set.source.name
+                    ),
+                });
+            }
+        }
+        for (alias, targets) in &b.aliases {
+            if targets.is_empty() {
+                return Err(PolicyError::Rule {
+                    at: Location::file("<aliases>"),
+                    rule: alias.clone(),
+                    kind: RuleErrorKind::InvalidRule,
+                    message: format!("alias `{alias}` names no tool"),
+                });
+            }
+        }
+        // Evaluation order: by role (highest first); within a role, merged sources by rank
+        // (highest first), then own lists by rank.
+        let mut order: Vec<usize> = (0..sets.len()).collect();
+        order.sort_by_key(|&i| {
+            let set = sets[i];
+            (
+                std::cmp::Reverse(set.source.role),
+                set.own,
+                std::cmp::Reverse(set.source.rank),
+            )
+        });
+        Ok(Self {
+            b,
+            default,
+            default_from,
+            sets,
+            order,
+        })
+    }
+
+    /// The sets in evaluation order.
+    pub(crate) fn ordered(&self) -> impl Iterator<Item = &'b SetDecl> + '_ {
+        self.order.iter().map(|&i| self.sets[i])
+    }
+
+    /// Each source's report, in evaluation order, with what its set declares.
+    pub(crate) fn source_infos(&self, reports: Vec<SourceReport>) -> Vec<SourceInfo> {
+        self.ordered()
+            .zip(reports)
+            .map(|(set, r)| SourceInfo {
+                name: set.source.name.clone(),
+                role: set.source.role,
+                rank: set.source.rank,
+                group: set.group,
+                trusted: trusted(set),
+                own: set.own,
+                path: set.source.path.clone(),
+                hash: set.source.hash.clone(),
+                withheld: r.withheld,
+                rule_counts: r.rule_counts,
+                derived: r.derived,
+            })
+            .collect()
+    }
+
+    /// The snapshot: its rules and index (compiled, or read from an image) with everything
+    /// else the builder declares, the canonical form written around the rules' member.
+    pub(crate) fn assemble(
+        self,
+        sources: Vec<SourceInfo>,
+        rules: RuleTable,
+        lists: [ListIndex; 3],
+        canonical_rules: &str,
+    ) -> Result<PolicySnapshot, PolicyError> {
+        let b = self.b;
+        let default = self.default;
+        let id =
+            b.id.clone()
+                .or_else(|| {
+                    b.sets
+                        .iter()
+                        .find(|s| s.own)
+                        .or(b.sets.first())
+                        .map(|s| s.source.name.clone())
+                })
+                .unwrap_or_else(|| "policy".into());
+        let version = b.version.clone().unwrap_or_else(|| "0".into());
+        let canonical_sources: Vec<CanonicalSource<'_>> = self
+            .ordered()
+            .map(|set| CanonicalSource {
+                group: set.group.min(u32::MAX as usize),
+                name: &set.source.name,
+                own: set.own,
+                rank: set.source.rank,
+                role: set.source.role.as_str(),
+                trusted: trusted(set),
+            })
+            .collect();
+        let (canonical, canonical_rules) = canonical_form(
+            b,
+            &id,
+            &version,
+            default,
+            &canonical_sources,
+            canonical_rules,
+        )?;
+        let digest = Digest::of_bytes(canonical.as_bytes());
+        // The default's reason for each tool the rules (of every list) or profiles name, made
+        // once per tool.
+        let mut default_reasons: FxHashMap<String, Arc<str>> = FxHashMap::default();
+        for tool in lists
+            .iter()
+            .flat_map(|l| l.by_tool.keys().map(String::as_str))
+            .chain(b.profiles.keys().map(String::as_str))
+        {
+            if !default_reasons.contains_key(tool) {
+                default_reasons.insert(tool.to_owned(), default_reason(default, tool));
+            }
+        }
+        Ok(PolicySnapshot {
+            id,
+            version,
+            digest,
+            canonical,
+            canonical_rules,
+            default,
+            default_from: self.default_from,
+            protected: b.protected.clone(),
+            mcp: b.mcp.clone(),
+            fold_paths: b.case_insensitive_paths,
+            writing_tools: ["edit", "write"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(b.aliases.get("edit").into_iter().flatten().cloned())
+                .collect(),
+            sources,
+            preset: b.preset.as_ref().map(|(p, _)| *p),
+            hints: b.hints.clone().unwrap_or_default(),
+            modes: b.modes.clone(),
+            declared: Arc::new(PolicyBuilder::new()),
+            default_reasons,
+            rules,
+            lists,
+            profiles: b.profiles.clone(),
+            env: b.env.clone(),
+            containment: b.containment.clone().unwrap_or_default(),
+            directives: b.directives.clone(),
+            guards: b.guards.clone().unwrap_or_default(),
+            approvers: b.approvers.clone(),
+            permissions: b.permissions.clone(),
+        })
+    }
+}
+
+/// What compiling a source's rules reports besides the rules: its withheld allow rules, its
+/// rule counts and the rules alias expansion derived.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SourceReport {
+    pub(crate) withheld: Vec<String>,
+    pub(crate) rule_counts: [usize; 3],
+    pub(crate) derived: Vec<DerivedRule>,
+}
+
+/// The rules compiled, in list order (deny, ask, allow; each in evaluation order), each
+/// source's report, and the canonical text of the rules' member.
+pub(crate) struct CompiledRules {
+    pub(crate) rules: Vec<CompiledRule>,
+    pub(crate) reports: Vec<SourceReport>,
+    pub(crate) canonical_rules: String,
+}
+
+/// Validates and compiles every declared rule: the part of compiling that grows with the
+/// policy (and what a policy image saves).
+fn compile_rules(b: &PolicyBuilder, plan: &Plan<'_>) -> Result<CompiledRules, PolicyError> {
+    let mut reports = Vec::with_capacity(plan.order.len());
     let mut canonical_rules: Vec<CanonicalRule<'_>> = Vec::new();
     let mut per_list: [Vec<CompiledRule>; 3] = Default::default();
-    for (pos, &i) in order.iter().enumerate() {
-        let set = sets[i];
+    for (pos, set) in plan.ordered().enumerate() {
         let set_trusted = trusted(set);
-        canonical_sources.push(CanonicalSource {
-            group: set.group.min(u32::MAX as usize),
-            name: &set.source.name,
-            own: set.own,
-            rank: set.source.rank,
-            role: set.source.role.as_str(),
-            trusted: set_trusted,
-        });
-        let mut info = SourceInfo {
-            name: set.source.name.clone(),
-            role: set.source.role,
-            rank: set.source.rank,
-            group: set.group,
-            trusted: set_trusted,
-            own: set.own,
-            path: set.source.path.clone(),
-            hash: set.source.hash.clone(),
-            withheld: Vec::new(),
-            rule_counts: [0; 3],
-            derived: Vec::new(),
-        };
+        let mut info = SourceReport::default();
         // The rules this source declares, as written: what its notes may name.
         let mut declared: FxHashSet<String> = FxHashSet::default();
         for kind in ListKind::ORDER {
@@ -1278,82 +1432,24 @@ fn compile(b: &PolicyBuilder) -> Result<PolicySnapshot, PolicyError> {
                 });
             }
         }
-        sources.push(info);
+        reports.push(info);
     }
     let mut rules: Vec<CompiledRule> = Vec::with_capacity(per_list.iter().map(Vec::len).sum());
     for list in per_list {
         rules.extend(list);
     }
     // One shared name per source, not one per rule.
-    let source_names: Vec<Arc<str>> = sources.iter().map(|s| Arc::from(s.name.as_str())).collect();
+    let source_names: Vec<Arc<str>> = plan
+        .ordered()
+        .map(|set| Arc::from(set.source.name.as_str()))
+        .collect();
     for rule in &mut rules {
         rule.finish(&source_names[rule.source]);
     }
-    let lists = index(&rules);
-
-    let id =
-        b.id.clone()
-            .or_else(|| {
-                b.sets
-                    .iter()
-                    .find(|s| s.own)
-                    .or(b.sets.first())
-                    .map(|s| s.source.name.clone())
-            })
-            .unwrap_or_else(|| "policy".into());
-    let version = b.version.clone().unwrap_or_else(|| "0".into());
-    let canonical_rules = canonical_rules_text(&canonical_rules)?;
-    let canonical = canonical_form(
-        b,
-        &id,
-        &version,
-        default,
-        &canonical_sources,
-        &canonical_rules,
-    )?;
-    let digest = Digest::of_bytes(canonical.as_bytes());
-    // The default's reason for each tool the rules or profiles name, made once per tool.
-    let mut default_reasons: FxHashMap<String, Arc<str>> = FxHashMap::default();
-    for tool in rules
-        .iter()
-        .filter(|r| r.tool_glob.is_none())
-        .map(|r| r.rule.tool())
-        .chain(b.profiles.keys().map(String::as_str))
-    {
-        if !default_reasons.contains_key(tool) {
-            default_reasons.insert(tool.to_owned(), default_reason(default, tool));
-        }
-    }
-    Ok(PolicySnapshot {
-        id,
-        version,
-        digest,
-        canonical,
-        default,
-        default_from,
-        protected: b.protected.clone(),
-        mcp: b.mcp.clone(),
-        fold_paths: b.case_insensitive_paths,
-        writing_tools: ["edit", "write"]
-            .into_iter()
-            .map(str::to_owned)
-            .chain(b.aliases.get("edit").into_iter().flatten().cloned())
-            .collect(),
-        sources,
-        preset: b.preset.as_ref().map(|(p, _)| *p),
-        hints: b.hints.clone().unwrap_or_default(),
-        modes: b.modes.clone(),
-        declared: Arc::new(PolicyBuilder::new()),
-        default_reasons,
+    Ok(CompiledRules {
         rules,
-        lists,
-        profiles: b.profiles.clone(),
-        env: b.env.clone(),
-        containment: b.containment.clone().unwrap_or_default(),
-        directives: b.directives.clone(),
-        guards: b.guards.clone().unwrap_or_default(),
-        approvers: b.approvers.clone(),
-        permissions: b.permissions.clone(),
+        reports,
+        canonical_rules: canonical_rules_text(&canonical_rules)?,
     })
 }
 
@@ -1497,26 +1593,49 @@ fn compile_rule(
     Ok(out)
 }
 
-fn index(rules: &[CompiledRule]) -> [ListIndex; 3] {
+/// What the index needs of a rule.
+pub(crate) struct IndexEntry<'a> {
+    pub(crate) list: ListKind,
+    pub(crate) tool: &'a str,
+    pub(crate) tool_glob: bool,
+    pub(crate) carve_out: bool,
+    /// The pattern's index key, for a rule with a specifier.
+    pub(crate) key: Option<&'a str>,
+}
+
+impl<'a> IndexEntry<'a> {
+    pub(crate) fn of(r: &'a CompiledRule) -> Self {
+        Self {
+            list: r.list,
+            tool: r.rule.tool(),
+            tool_glob: r.tool_glob.is_some(),
+            carve_out: r.carve_out,
+            key: r.pattern.as_ref().map(Pattern::index_key),
+        }
+    }
+}
+
+/// Indexes the rules (in id order) by list, then tool, then key.
+pub(crate) fn index<'a>(rules: impl Iterator<Item = IndexEntry<'a>>) -> [ListIndex; 3] {
     let mut lists: [ListIndex; 3] = Default::default();
-    for (id, r) in rules.iter().enumerate() {
+    for (id, r) in rules.enumerate() {
         let id = id as u32;
         let list = &mut lists[list_slot(r.list)];
-        if r.tool_glob.is_some() {
-            let prefix = r.rule.tool().split('*').next().unwrap_or("");
+        if r.tool_glob {
+            let prefix = r.tool.split('*').next().unwrap_or("");
             if !list.glob_prefix_lens.contains(&prefix.len()) {
                 list.glob_prefix_lens.push(prefix.len());
             }
             entry(&mut list.globs_by_prefix, prefix).push(id);
             continue;
         }
-        let t = entry(&mut list.by_tool, r.rule.tool());
-        match (&r.pattern, r.carve_out) {
+        let t = entry(&mut list.by_tool, r.tool);
+        match (r.key, r.carve_out) {
             (Some(_), true) => t.carve_outs.push(id),
-            (Some(p), false) => {
+            (Some(key), false) => {
                 t.has_specifier_rules = true;
-                t.key_lens |= ToolIndex::len_bit(p.index_key().len());
-                entry(&mut t.keyed, p.index_key()).push(id);
+                t.key_lens |= ToolIndex::len_bit(key.len());
+                entry(&mut t.keyed, key).push(id);
             }
             (None, _) => t.bare.push(id),
         }
@@ -1568,7 +1687,7 @@ fn canonical_form(
     default: Decision,
     sources: &[CanonicalSource<'_>],
     rules: &str,
-) -> Result<String, PolicyError> {
+) -> Result<(String, std::ops::Range<usize>), PolicyError> {
     fn text<T: Serialize + ?Sized>(value: &T) -> Result<String, PolicyError> {
         warden_contracts::canonical::to_canonical_string_of(value).map_err(|e| PolicyError::Write {
             message: e.to_string(),
@@ -1628,6 +1747,7 @@ fn canonical_form(
     ]);
     debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0));
     let mut out = String::with_capacity(members.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+    let mut rules_at = 0..0;
     out.push('{');
     for (i, (key, value)) in members.iter().enumerate() {
         if i > 0 {
@@ -1636,10 +1756,13 @@ fn canonical_form(
         out.push('"');
         out.push_str(key);
         out.push_str("\":");
+        if *key == "rules" {
+            rules_at = out.len()..out.len() + value.len();
+        }
         out.push_str(value);
     }
     out.push('}');
-    Ok(out)
+    Ok((out, rules_at))
 }
 
 /// The canonical text of the rules' member: every declared rule (withheld ones included), in

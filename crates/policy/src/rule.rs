@@ -136,6 +136,11 @@ impl Rule {
         self.tool.contains('*')
     }
 
+    /// A rule from its parts, as a compiled one was (a policy image keeps them).
+    pub(crate) fn from_parts(tool: String, spec: Option<String>) -> Self {
+        Self { tool, spec }
+    }
+
     /// The same rule for another tool (alias expansion).
     pub fn with_tool(&self, tool: &str) -> Self {
         Self {

@@ -16,6 +16,8 @@ mod directives;
 mod extensions;
 #[path = "guard/mod.rs"]
 mod guard;
+#[path = "image/mod.rs"]
+mod image;
 #[path = "mcp/mod.rs"]
 mod mcp;
 #[path = "permission/mod.rs"]

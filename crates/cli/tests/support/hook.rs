@@ -716,3 +716,92 @@ fn print_settings_gives_a_paste_ready_fragment() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }
+
+/// The compiled-policy cache (docs/policy.md, "The compiled policy cache"): the first call
+/// writes an image under `.warden/cache/`, later calls read it, and it is never trusted
+/// blindly: a changed policy or a corrupt image is compiled again (and the image rewritten),
+/// with the same answers as without a cache; the image is protected from the agent; and
+/// `--no-cache` neither reads nor writes one.
+#[test]
+fn the_compiled_policy_cache_is_read_refreshed_and_never_trusted_blindly() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write(
+        dir.path(),
+        "policy.toml",
+        "default = \"ask\"\nallow = [\"read\", \"bash(git status:*)\"]\ndeny = [\"bash(rm:*)\"]\n",
+    );
+    let call = |command: &str, args: &[&str]| {
+        let mut argv = vec!["hook", "claude-code", "--policy", policy.as_str()];
+        argv.extend_from_slice(args);
+        decision(&hook_with(
+            &argv,
+            &pre("Bash", json!({ "command": command }), dir.path()),
+            dir.path(),
+            &[],
+        ))
+    };
+    let cache = dir.path().join(".warden/cache");
+    let images = || -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&cache)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        found.retain(|p| p.extension().is_some_and(|e| e == "image"));
+        found
+    };
+
+    let first = call("git status", &[]);
+    assert_eq!(first.0, "allow");
+    let [image] = images().try_into().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cache.join(".gitignore")).unwrap(),
+        "*\n"
+    );
+    let written = std::fs::read(&image).unwrap();
+    assert_eq!(call("git status", &[]), first);
+    assert_eq!(call("rm -rf x", &[]).0, "deny");
+    assert_eq!(
+        std::fs::read(&image).unwrap(),
+        written,
+        "read, not rewritten"
+    );
+
+    // A corrupt image is compiled again, the same answers, and rewritten.
+    std::fs::write(&image, b"not an image").unwrap();
+    assert_eq!(call("git status", &[]), first);
+    assert_eq!(std::fs::read(&image).unwrap(), written);
+    let mut flipped = written.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    std::fs::write(&image, &flipped).unwrap();
+    assert_eq!(call("rm -rf x", &[]).0, "deny");
+    assert_eq!(std::fs::read(&image).unwrap(), written);
+
+    // A changed policy is never decided by the old image.
+    std::fs::write(
+        &policy,
+        "default = \"ask\"\nallow = [\"read\"]\ndeny = [\"bash(rm:*)\", \"bash(git:*)\"]\n",
+    )
+    .unwrap();
+    assert_eq!(call("git status", &[]).0, "deny");
+    assert_ne!(std::fs::read(&image).unwrap(), written);
+
+    // The agent cannot write the image.
+    let out = hook_with(
+        &["hook", "claude-code", "--policy", policy.as_str()],
+        &pre(
+            "Write",
+            json!({ "file_path": image, "content": "x" }),
+            dir.path(),
+        ),
+        dir.path(),
+        &[],
+    );
+    let (verdict, reason) = decision(&out);
+    assert_eq!(verdict, "deny");
+    assert!(reason.contains("the compiled policy cache"), "{reason}");
+
+    // `--no-cache`: no image read or written.
+    std::fs::remove_dir_all(&cache).unwrap();
+    assert_eq!(call("git status", &["--no-cache"]).0, "deny");
+    assert!(!cache.exists());
+}
