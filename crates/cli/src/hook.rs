@@ -8,8 +8,9 @@
 //! cannot parse all let the call proceed), so every failure here, panics included, ends in
 //! exit 2 with the reason on stderr, and stdout is written only once the answer is complete.
 //! (This relies on unwinding: the release profile must not set `panic = "abort"`.)
-//! Policies are compiled on every call (no cache the agent could write to) and nothing here
-//! starts an async runtime.
+//! Policies are read on every call, their rules from the compiled-policy cache when it holds a
+//! current image (`crate::policy_cache`: checked before use, protected from the agent, only for
+//! policy files this user owns), and nothing here starts an async runtime.
 //!
 //! The policy's `[guards]` (docs/guards.md) run before the decision on `PreToolUse` (a blocking
 //! guard denies; a redaction is decided and handed back as `updatedInput`) and over the tool's
