@@ -4,7 +4,9 @@
 //! - `tidy`: the house conventions (docs/conventions.md);
 //! - `schemas [--check]`: write or verify the JSON Schemas under `docs/schemas/`;
 //! - `custom-runtime`: the example workspace examples/custom-runtime (also a step of `ci`);
-//! - `ci`: everything CI runs, in order.
+//! - `ci`: everything CI runs, in order;
+//! - `bench [--quick]`: the benches behind docs/benchmarks.md, its tables rewritten from one run
+//!   (not part of `ci`: figures need a quiet machine, not a test run).
 //!
 //! Exit codes: 0 ok, 1 a check failed, 2 usage error.
 //!
@@ -14,6 +16,7 @@
 //! **Must never:** be a dependency of a runtime crate; it is tooling outside the layers.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod bypass;
 mod ci;
 mod custom_runtime;
@@ -23,8 +26,7 @@ mod tidy;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: cargo xtask <bypass-check | tidy | schemas [--check] | custom-runtime | ci>";
+const USAGE: &str = "usage: cargo xtask <bypass-check | tidy | schemas [--check] | custom-runtime | ci | bench [--quick]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Some("schemas") => schemas::run(&root, &args[1..]),
         Some("custom-runtime") => custom_runtime::run(&root),
         Some("ci") => ci::run(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

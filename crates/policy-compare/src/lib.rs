@@ -46,6 +46,14 @@
 //! `policy.cedar` and `policy.rego` with a calls file, and decides that file with Cedar or
 //! Rego as a whole process, the peer of `warden check --calls` (`cargo xtask bench` runs
 //! both and writes docs/benchmarks.md).
+//!
+//! **Invariant:** the three encodings of a generated policy answer every generated call alike
+//! (the differential test, and `policy-compare agree` at every size), so a per-call figure
+//! compares the same question.
+//!
+//! **Must never:** be a dependency of a runtime crate (it is tooling outside the layers, and
+//! Cedar and Rego are never part of Warden); generate a call whose answer depends on what the
+//! peers cannot express.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
