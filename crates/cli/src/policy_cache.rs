@@ -91,8 +91,16 @@ pub(crate) fn snapshot(
 
 /// The cache file of these policy files: one per set of files (their roles and absolute
 /// paths, in order) and project root, so hooks of different policies never overwrite each
-/// other's image; `None` when a path cannot be made absolute.
+/// other's image; `None` when a path cannot be made absolute or the project root is not an
+/// existing folder (a cache never creates one).
 fn cache_file(files: &[PolicyPath], project_root: &Path) -> Option<PathBuf> {
+    if !project_root.is_dir() {
+        tracing::debug!(
+            "policy cache not used: the project root {} is not a folder",
+            project_root.display()
+        );
+        return None;
+    }
     let mut id = Vec::new();
     for f in files {
         let path = load::absolute(&f.path).ok()?;
