@@ -2,8 +2,8 @@
 //! (crates/harness/tests/linear.rs): with the test-only feature `work-counters`, the steps of
 //! a decision and a parse that cost without allocating (a probe of the rule index, hashed
 //! whole; a candidate rule tried; a step of the shell parser; a scan of a policy's text for a
-//! line) add to a per-thread count, which [`measure`] reads. Without the feature (every build
-//! that ships) there is no counter and [`add`] compiles to nothing, so nothing shared is ever
+//! line) add to a per-thread count, which `measure` reads. Without the feature (every build
+//! that ships) there is no counter and `add` compiles to nothing, so nothing shared is ever
 //! written on the decision path.
 
 #[cfg(feature = "work-counters")]
