@@ -125,6 +125,36 @@ fn sqlite(c: &mut Criterion) {
             },
         );
     }
+    // The same, with typed appends (`workload::pipelined_typed`): what the recorder appends.
+    {
+        let appenders = 16usize;
+        let per = 32_768 / appenders;
+        g.throughput(Throughput::Elements((appenders * per) as u64));
+        g.bench_with_input(
+            BenchmarkId::new("pipelined_typed_appenders", appenders),
+            &appenders,
+            |b, &k| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let r = round.fetch_add(1, Ordering::Relaxed);
+                        let work = (0..k)
+                            .map(|t| {
+                                appends(&format!("t{r}-{t}"), per)
+                                    .iter()
+                                    .map(|e| (workload::typed_of(e), e.expected_sequence))
+                                    .collect()
+                            })
+                            .collect();
+                        let start = Instant::now();
+                        workload::pipelined_typed(&store, work);
+                        total += start.elapsed();
+                    }
+                    total
+                });
+            },
+        );
+    }
     g.finish();
     let (commits, records) = store.commit_stats();
     eprintln!(

@@ -206,7 +206,7 @@ impl JournalAppend {
 pub(crate) fn prepare_journal(entry: &JournalAppend) -> Result<Prepared, EvidenceError> {
     validate(entry.record_type, &entry.payload)
         .map_err(|e| record::invalid(format!("{} payload: {e}", entry.record_type.as_str())))?;
-    Prepared::of_value(&entry.payload)
+    Prepared::of_value(&entry.fields(), &entry.payload)
 }
 
 /// Builds the journal record an append becomes on `head`.

@@ -106,7 +106,7 @@ impl State {
             .evidence
             .entry(entry.chain_id.clone())
             .or_insert_with(|| Chain::new(Family::Evidence, &entry.chain_id));
-        let (receipt, seal, payload) = sealed.apply(&mut chain.tracker, entry);
+        let (receipt, seal, payload, _) = sealed.apply(&mut chain.tracker, entry);
         let a = AppendFields::evidence(entry);
         chain
             .records
@@ -233,7 +233,8 @@ impl EvidenceStore for MemoryStore {
 impl GovernedStore for MemoryStore {
     fn append_typed(&self, append: TypedAppend, expected_sequence: u64) -> AppendFuture<'_> {
         let (entry, payload) = append.split(expected_sequence);
-        let prepared = record::prepare_typed(entry.record_type, payload);
+        let prepared =
+            record::prepare_typed(&AppendFields::evidence(&entry), entry.record_type, payload);
         let result = lock(&self.state).append(&entry, prepared);
         Box::pin(async move { result })
     }

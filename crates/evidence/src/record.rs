@@ -251,38 +251,39 @@ same_fields!(Record<RecordType> => EvidenceRecord);
 same_fields!(EvidenceRecord => Record<RecordType>);
 
 /// The fields of one record that its chain hash covers (every field but `chain_hash`),
-/// borrowed: shared by evidence and journal records. It serializes as the hash input.
+/// borrowed: shared by evidence and journal records. It serializes as the hash input; its
+/// fields are declared in canonical (sorted) order, so the writer never reorders them.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Fields<'a> {
-    /// `record_id`.
-    pub record_id: &'a str,
-    /// `record_type` as serialized (`policy_bound`, `hook_verdict`, …).
-    pub record_type: &'a str,
     /// `chain_id`.
     pub chain_id: &'a str,
-    /// `operation_id`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub operation_id: Option<&'a str>,
-    /// `sequence`.
-    pub sequence: u64,
-    /// `policy_id`.
-    pub policy_id: &'a str,
-    /// `policy_version`.
-    pub policy_version: &'a str,
-    /// `payload_json`.
-    pub payload_json: &'a str,
-    /// `payload_digest`.
-    pub payload_digest: &'a str,
-    /// `previous_chain_hash`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_chain_hash: Option<&'a str>,
-    /// `supersedes_record_id`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes_record_id: Option<&'a str>,
     /// `created_at` (milliseconds).
     pub created_at: u64,
     /// `hash_algorithm`.
     pub hash_algorithm: &'a str,
+    /// `operation_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<&'a str>,
+    /// `payload_digest`.
+    pub payload_digest: &'a str,
+    /// `payload_json`.
+    pub payload_json: &'a str,
+    /// `policy_id`.
+    pub policy_id: &'a str,
+    /// `policy_version`.
+    pub policy_version: &'a str,
+    /// `previous_chain_hash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_chain_hash: Option<&'a str>,
+    /// `record_id`.
+    pub record_id: &'a str,
+    /// `record_type` as serialized (`policy_bound`, `hook_verdict`, …).
+    pub record_type: &'a str,
+    /// `sequence`.
+    pub sequence: u64,
+    /// `supersedes_record_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes_record_id: Option<&'a str>,
 }
 
 impl<'a> Fields<'a> {
@@ -315,7 +316,24 @@ pub fn hash_input(f: &Fields<'_>) -> Result<String, EvidenceError> {
 
 /// The chain hash of a record's fields.
 pub fn chain_hash(f: &Fields<'_>) -> Result<Digest, EvidenceError> {
-    hash_input(f).map(|text| Digest::of_bytes(text.as_bytes()))
+    with_text(|text| {
+        canonical::write_canonical_of(text, f)
+            .map_err(|e| invalid(format!("record fields: {e}")))?;
+        Ok(Digest::of_bytes(text.as_bytes()))
+    })
+}
+
+/// Runs `f` with this thread's text buffer, reused from record to record (the SQLite writer
+/// seals every record of its store on one thread).
+fn with_text<T>(f: impl FnOnce(&mut String) -> T) -> T {
+    thread_local! {
+        static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    TEXT.with(|text| match text.try_borrow_mut() {
+        Ok(mut text) => f(&mut text),
+        // Not reentrant; should it ever be, a fresh buffer gives the same text.
+        Err(_) => f(&mut String::new()),
+    })
 }
 
 pub(crate) fn invalid(message: impl Into<String>) -> EvidenceError {
@@ -355,24 +373,93 @@ impl<'a> AppendFields<'a> {
     }
 }
 
-/// A payload ready to be sealed: its canonical JSON text and that text's digest.
+/// The hash input's fields that do not depend on the chain's head: in canonical order, every
+/// key of [`Fields`] before `previous_chain_hash`.
+#[derive(Serialize)]
+struct HeadFree<'a> {
+    chain_id: &'a str,
+    created_at: u64,
+    hash_algorithm: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation_id: Option<&'a str>,
+    payload_digest: &'a str,
+    payload_json: &'a str,
+    policy_id: &'a str,
+    policy_version: &'a str,
+}
+
+/// The rest of the hash input, known once the append has its place on the head: every key of
+/// [`Fields`] from `previous_chain_hash` on.
+#[derive(Serialize)]
+struct OnHead<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_chain_hash: Option<&'a str>,
+    record_id: &'a str,
+    record_type: &'a str,
+    sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supersedes_record_id: Option<&'a str>,
+}
+
+/// A payload ready to be sealed: its canonical JSON text, that text's digest, and the canonical
+/// text of the hash input's head-free part ([`HeadFree`]).
+///
+/// The hash input is one canonical object whose keys sort into a head-free part and an on-head
+/// part, so its text is the head-free object's text without its closing brace, a comma, and the
+/// on-head object's text without its opening one. The head-free text (the longer part, the
+/// payload escaped in it) is written when the append is prepared, on the appender's thread; the
+/// SQLite store's single writer then writes only the on-head part. The sealed hash is exactly
+/// [`chain_hash`] of the record's [`Fields`] (a property test holds it there).
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
     pub(crate) json: String,
     pub(crate) digest: Digest,
+    head_free: String,
+    /// The id of the record at the append's expected sequence (sealing refuses any other).
+    record_id: RecordId,
 }
 
 impl Prepared {
-    /// Canonicalizes a parsed payload.
-    pub(crate) fn of_value(value: &Value) -> Result<Self, EvidenceError> {
+    /// Canonicalizes a parsed payload of the append `a`.
+    pub(crate) fn of_value(a: &AppendFields<'_>, value: &Value) -> Result<Self, EvidenceError> {
         let json = canonical::to_canonical_string(value).map_err(|e| invalid(e.to_string()))?;
-        Ok(Self::of_text(json))
+        Self::of_text(a, json)
     }
 
-    /// Takes a payload's canonical text.
-    fn of_text(json: String) -> Self {
+    /// Takes the canonical text of the append `a`'s payload.
+    fn of_text(a: &AppendFields<'_>, json: String) -> Result<Self, EvidenceError> {
         let digest = Digest::of_bytes(json.as_bytes());
-        Self { json, digest }
+        let head_free = canonical::to_canonical_string_of(&HeadFree {
+            chain_id: a.chain_id.as_str(),
+            created_at: a.created_at.0,
+            hash_algorithm: HASH_ALGORITHM,
+            operation_id: a.operation_id.map(OperationId::as_str),
+            payload_digest: digest.as_str(),
+            payload_json: &json,
+            policy_id: a.policy_id,
+            policy_version: a.policy_version,
+        })
+        .map_err(|e| invalid(format!("record fields: {e}")))?;
+        Ok(Self {
+            json,
+            digest,
+            head_free,
+            record_id: record_id_for(a.family, a.chain_id, a.expected_sequence)?,
+        })
+    }
+
+    /// The chain hash of this payload's record with its on-head fields.
+    fn chain_hash(&self, on_head: &OnHead<'_>) -> Result<Digest, EvidenceError> {
+        with_text(|text| {
+            canonical::write_canonical_of(text, on_head)
+                .map_err(|e| invalid(format!("record fields: {e}")))?;
+            let (head_free, on_head) = (self.head_free.as_bytes(), text.as_bytes());
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(&head_free[..head_free.len().saturating_sub(1)]);
+            hasher.update(b",");
+            hasher.update(on_head.get(1..).unwrap_or_default());
+            Ok(Digest::from_hash_bytes(hasher.finalize().as_bytes()))
+        })
     }
 }
 
@@ -394,7 +481,7 @@ pub(crate) fn prepare_parsed(entry: &EvidenceAppend) -> Result<PreparedEvidence,
     let typed = payload::parse(entry.record_type, &entry.payload)
         .map_err(|e| refused(entry.record_type, e))?;
     Ok(PreparedEvidence {
-        payload: Prepared::of_value(&entry.payload)?,
+        payload: Prepared::of_value(&AppendFields::evidence(entry), &entry.payload)?,
         typed,
     })
 }
@@ -402,6 +489,7 @@ pub(crate) fn prepare_parsed(entry: &EvidenceAppend) -> Result<PreparedEvidence,
 /// Prepares a typed payload for an append of `record_type`: held to its type's rules
 /// ([`Payload::check`], as a parsed one is) and canonicalized straight from its `Serialize`.
 pub(crate) fn prepare_typed(
+    a: &AppendFields<'_>,
     record_type: RecordType,
     payload: Payload,
 ) -> Result<PreparedEvidence, EvidenceError> {
@@ -412,7 +500,7 @@ pub(crate) fn prepare_typed(
     payload.check().map_err(|e| refused(record_type, e))?;
     let json = canonical::to_canonical_string_of(&payload).map_err(|e| invalid(e.to_string()))?;
     Ok(PreparedEvidence {
-        payload: Prepared::of_text(json),
+        payload: Prepared::of_text(a, json)?,
         typed: payload,
     })
 }
@@ -463,14 +551,22 @@ pub(crate) fn seal_on(
     }
     check_append_fields(a.policy_id, a.policy_version, a.created_at)?;
     let payload = prepared.map_err(Clone::clone)?;
-    let mut seal = Seal {
+    // The append names the next sequence (checked above): its id was made when it was prepared.
+    let record_id = payload.record_id.clone();
+    let previous = head.map(|h| h.chain_hash.clone());
+    let chain_hash = payload.chain_hash(&OnHead {
+        previous_chain_hash: previous.as_ref().map(Digest::as_str),
+        record_id: record_id.as_str(),
+        record_type: a.record_type,
         sequence: next,
-        record_id: record_id_for(a.family, a.chain_id, next)?,
-        previous: head.map(|h| h.chain_hash.clone()),
-        chain_hash: Digest::of_bytes(b""),
-    };
-    seal.chain_hash = chain_hash(&seal.fields(a, payload))?;
-    Ok(seal)
+        supersedes_record_id: a.supersedes_record_id.map(RecordId::as_str),
+    })?;
+    Ok(Seal {
+        sequence: next,
+        record_id,
+        previous,
+        chain_hash,
+    })
 }
 
 impl Seal {
@@ -670,7 +766,7 @@ mod tests {
                 created_at: Timestamp(created_at),
             };
             let payload = json!({"label": label, "n": 1, "nested": {"s": label}});
-            let prepared = Prepared::of_value(&payload).unwrap();
+            let prepared = Prepared::of_value(&a, &payload).unwrap();
             let head = (sequence > 0).then(|| ChainHead {
                 chain_id: chain_id.clone(),
                 sequence: sequence - 1,

@@ -49,6 +49,7 @@ use warden_contracts::{
 use crate::error::Error;
 use crate::fault;
 use crate::journal::{self, JournalAppend, JournalRecord, JournalRecordType};
+use crate::payload::Payload;
 use crate::record::{self, AppendFields, Family, Prepared, PreparedEvidence, Record, RecordKind};
 use crate::store::{
     self, AppendFuture, GovernedStore, JournalStore, OperationRef, Sealed, TypedAppend,
@@ -274,7 +275,8 @@ impl JobOp {
 
     fn typed(append: TypedAppend, expected_sequence: u64) -> Self {
         let (entry, payload) = append.split(expected_sequence);
-        let prepared = record::prepare_typed(entry.record_type, payload);
+        let prepared =
+            record::prepare_typed(&AppendFields::evidence(&entry), entry.record_type, payload);
         Self::Evidence(entry, prepared)
     }
 
@@ -1435,6 +1437,9 @@ struct PendingRow {
     append: OwnedAppend,
     payload: Prepared,
     seal: record::Seal,
+    /// An evidence record's typed payload, kept so that it is freed with the spent rows (for a
+    /// large group, off the writer).
+    _typed: Option<Payload>,
 }
 
 /// The append a pending row came from (its `payload` value already dropped).
@@ -1936,7 +1941,7 @@ fn append_evidence(
         claim_record_ids(conn, Family::Evidence, &entry.chain_id)?;
     }
     insert_index_entries(conn, &sealed, &entry)?;
-    let (receipt, seal, payload) = sealed.apply(tracker, &entry);
+    let (receipt, seal, payload, typed) = sealed.apply(tracker, &entry);
     statements
         .push(
             Family::Evidence,
@@ -1944,6 +1949,7 @@ fn append_evidence(
                 append: OwnedAppend::Evidence(entry),
                 payload,
                 seal,
+                _typed: Some(typed),
             },
         )
         .map_err(|e| Step::Fatal(db(&e)))?;
@@ -1978,6 +1984,7 @@ fn append_journal(
                 append: OwnedAppend::Journal(entry),
                 payload,
                 seal,
+                _typed: None,
             },
         )
         .map_err(|e| Step::Fatal(db(&e)))?;

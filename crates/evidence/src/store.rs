@@ -164,6 +164,7 @@ pub(crate) struct Sealed {
     pub(crate) payload: Prepared,
     pub(crate) index: IndexEntries,
     pending: Pending,
+    typed: Payload,
 }
 
 impl Sealed {
@@ -185,6 +186,7 @@ impl Sealed {
             seal,
             payload,
             pending,
+            typed,
         })
     }
 
@@ -198,15 +200,17 @@ impl Sealed {
         })
     }
 
-    /// Applies the record to its chain's tracker: its receipt, and the parts to store.
+    /// Applies the record to its chain's tracker: its receipt, and the parts to store (with the
+    /// typed payload, for the caller to free where it chooses).
     pub(crate) fn apply(
         self,
         tracker: &mut ChainTracker,
         entry: &EvidenceAppend,
-    ) -> (AppendReceipt, Seal, Prepared) {
+    ) -> (AppendReceipt, Seal, Prepared, Payload) {
         let view = view(entry, &self.seal, &self.payload);
         tracker.apply(&view, &self.seal.chain_hash, self.pending);
-        (self.seal.receipt(&entry.chain_id), self.seal, self.payload)
+        let receipt = self.seal.receipt(&entry.chain_id);
+        (receipt, self.seal, self.payload, self.typed)
     }
 }
 

@@ -107,6 +107,23 @@ pub fn to_canonical_string_of<T: Serialize + ?Sized>(value: &T) -> Result<String
     Ok(out)
 }
 
+/// [`to_canonical_string_of`] into `out`, whose contents it replaces (its capacity is kept, so
+/// a caller writing many texts reuses one buffer). On an error `out` holds no meaningful text.
+///
+/// ```
+/// use warden_contracts::canonical::{to_canonical_string_of, write_canonical_of};
+/// let mut out = String::from("old text");
+/// write_canonical_of(&mut out, &serde_json::json!({"b": 1, "a": 2})).unwrap();
+/// assert_eq!(out, to_canonical_string_of(&serde_json::json!({"a": 2, "b": 1})).unwrap());
+/// ```
+pub fn write_canonical_of<T: Serialize + ?Sized>(
+    out: &mut String,
+    value: &T,
+) -> Result<(), OfError> {
+    out.clear();
+    serializer::write(out, value)
+}
+
 /// Why [`to_canonical_string_of`] has no text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OfError {

@@ -156,3 +156,41 @@ pub(crate) fn escaping_appends() -> Vec<EvidenceAppend> {
         })
         .collect()
 }
+
+/// [`pipelined`] with typed appends, as the recorder appends: each payload parsed into its type
+/// before the timed part starts, then appended at its sequence.
+pub(crate) fn pipelined_typed(store: &Arc<SqliteStore>, work: Vec<Vec<(TypedAppend, u64)>>) {
+    std::thread::scope(|s| {
+        for entries in work {
+            let store = store.clone();
+            s.spawn(move || {
+                let pending: Vec<_> = entries
+                    .into_iter()
+                    .map(|(typed, seq)| store.append_typed(typed, seq))
+                    .collect();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    for p in pending {
+                        p.await.unwrap();
+                    }
+                });
+            });
+        }
+    });
+}
+
+/// The typed append of a plain append (its payload parsed into its type), as the recorder makes
+/// it.
+pub(crate) fn typed_of(e: &EvidenceAppend) -> TypedAppend {
+    TypedAppend {
+        chain_id: e.chain_id.clone(),
+        operation_id: e.operation_id.clone(),
+        policy_id: e.policy_id.clone(),
+        policy_version: e.policy_version.clone(),
+        payload: payload::parse(e.record_type, &e.payload).unwrap(),
+        supersedes_record_id: e.supersedes_record_id.clone(),
+        created_at: e.created_at,
+    }
+}
