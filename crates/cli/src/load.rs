@@ -155,6 +155,17 @@ pub(crate) fn scope(
     )))
 }
 
+/// The path environment of these policy files (as [`path_env`] finds it).
+pub(crate) fn env_for(
+    files: &[PolicyPath],
+    project_root: Option<&Path>,
+) -> Result<PathEnv, CliError> {
+    if files.is_empty() {
+        return Err(no_files());
+    }
+    path_env(anchor(files), project_root)
+}
+
 /// The path environment of these policy files (as [`path_env`] finds it) and the files, read.
 pub(crate) fn read_with_env(
     files: &[PolicyPath],
