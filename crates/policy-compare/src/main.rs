@@ -2,7 +2,8 @@
 //!
 //! - `policy-compare write DIR RULES CALLS`: writes the generated policy at `RULES` rules as
 //!   `DIR/warden.toml`, `DIR/policy.cedar` and `DIR/policy.rego`, `CALLS` calls cycling through
-//!   the generated ones as `DIR/calls.jsonl` (the `warden check --calls` format) and one call as
+//!   the generated ones as `DIR/calls.jsonl` (the `warden check --calls` format), as many of
+//!   the calls that are not shell commands as `DIR/calls-noshell.jsonl`, and one call as
 //!   `DIR/one.jsonl` (for the start-up figure);
 //! - `policy-compare agree RULES`: the differential check on every generated call at `RULES`
 //!   rules (Warden, Cedar and Rego), one line of counts; exit 1 on a disagreement, each printed;
@@ -94,6 +95,14 @@ fn write(dir: &Path, n: &str, count: &str) -> Result<(), String> {
         .map(|c| c.json_line() + "\n")
         .collect();
     put("calls.jsonl", lines)?;
+    let plain: String = calls
+        .iter()
+        .filter(|c| c.tool != "bash")
+        .cycle()
+        .take(count)
+        .map(|c| c.json_line() + "\n")
+        .collect();
+    put("calls-noshell.jsonl", plain)?;
     let first = calls
         .first()
         .map(|c| c.json_line() + "\n")
