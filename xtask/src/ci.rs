@@ -7,7 +7,10 @@
 //! 3. `test-servers`: what the MCP tests run against (the reference servers from the committed
 //!    npm lock file, the official Python SDK into `.tools/mcp-venv`) and the coding-agent CLIs
 //!    the harness tests probe ([`provider_clis`])
-//! 4. `cargo test --workspace --no-fail-fast` (bounded proptest cases when `CI` is set)
+//! 4. `cargo test --workspace --exclude warden-policy-compare --no-fail-fast`, then
+//!    `cargo test -p warden-policy-compare` in a build of its own (its Cedar dependency turns on
+//!    serde_json's `preserve_order`, which must not reach the product crates' build); bounded
+//!    proptest cases when `CI` is set
 //! 5. `examples`: every crate example runs and exits 0 ([`examples`])
 //! 6. `feature-sets`: each documented feature set that is not the default builds clean
 //!    ([`FEATURE_SETS`]: evidence without SQLite and checkpoints; the executor without
@@ -38,6 +41,17 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 /// Where tools the checks need are installed: inside the workspace (ignored by git), never in
 /// the user's `~/.cargo/bin`, so a run leaves nothing behind outside the checkout.
 pub(crate) const TOOLS_DIR: &str = ".tools";
+
+/// The tests of every crate but the comparison crate, built together.
+const TEST_PRODUCT: &[&str] = &[
+    "test",
+    "--workspace",
+    "--exclude",
+    "warden-policy-compare",
+    "--no-fail-fast",
+];
+/// The comparison crate's tests, in a build of its own (see the `test` step).
+const TEST_COMPARE: &[&str] = &["test", "-p", "warden-policy-compare", "--no-fail-fast"];
 
 /// `cargo clippy` on every target of the workspace, warnings denied (this workspace's, and
 /// the custom-runtime example's).
@@ -225,7 +239,14 @@ fn steps(root: &Path) -> Vec<Step<'_>> {
         },
         Step {
             name: "test",
-            run: Box::new(move || cargo(root, &["test", "--workspace", "--no-fail-fast"])),
+            run: Box::new(move || {
+                // The comparison crate's Cedar turns on serde_json's `preserve_order`, which
+                // would change the key order of every JSON the product crates write if the two
+                // were built together: it is tested in a build of its own.
+                let product = cargo(root, TEST_PRODUCT)?;
+                let compare = cargo(root, TEST_COMPARE)?;
+                Ok(product && compare)
+            }),
         },
         Step {
             name: "examples",

@@ -663,7 +663,10 @@ fn a_refused_payload_is_reported_after_the_sequence_check() {
                 "{}: {err}",
                 b.name()
             );
-            assert_eq!(all_records(store.as_ref(), "refused").await.len() as u64, next);
+            assert_eq!(
+                all_records(store.as_ref(), "refused").await.len() as u64,
+                next
+            );
         });
     });
 }
@@ -712,10 +715,7 @@ fn typed_appends_seal_the_records_their_values_seal() {
             };
             p.attempt = 0;
             let next = records.len() as u64;
-            let err = store
-                .append_typed(bad.clone(), next + 3)
-                .await
-                .unwrap_err();
+            let err = store.append_typed(bad.clone(), next + 3).await.unwrap_err();
             assert!(
                 matches!(err, EvidenceError::SequenceConflict { expected, .. } if expected == next),
                 "{}: {err}",

@@ -17,7 +17,10 @@ fn hash_input_is_the_canonical_json_of_every_other_field() {
     for r in &records {
         let mut v = serde_json::to_value(r).unwrap();
         v.as_object_mut().unwrap().remove("chain_hash");
-        assert_eq!(hash_input(&Fields::of(r)).unwrap(), to_canonical_string(&v).unwrap());
+        assert_eq!(
+            hash_input(&Fields::of(r)).unwrap(),
+            to_canonical_string(&v).unwrap()
+        );
         assert_eq!(chain_hash(&Fields::of(r)).unwrap(), r.chain_hash);
         assert_eq!(
             r.payload_digest,
