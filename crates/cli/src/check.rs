@@ -310,7 +310,7 @@ fn scope_line(s: &ScopeVerdict) -> ScopeLine<'_> {
     }
 }
 
-/// One JSON line ([`CheckLine`]); with `--scope`, the reason is the scope verdict's (it names
+/// One JSON line (the fields of `CheckLine`); with `--scope`, the reason is the scope verdict's (it names
 /// the deciding scope) and a `scope` object says how the chain decided. Written by hand, the
 /// strings escaped eight bytes at a time ([`json_str`]): serde's escaping, a byte at a time,
 /// was most of the cost of a line.
