@@ -1740,13 +1740,20 @@ fn canonical_form(
     }
     members.extend([
         ("preset", text(&b.preset.as_ref().map(|(p, _)| p.name()))?),
-        ("rules", rules.to_owned()),
+        // The rules' text, which grows with the policy, is written below, copied once.
+        ("rules", String::new()),
         ("sources", text(sources)?),
         ("tools", text(&tools)?),
         ("version", text(version)?),
     ]);
     debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0));
-    let mut out = String::with_capacity(members.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+    let mut out = String::with_capacity(
+        rules.len()
+            + members
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 4)
+                .sum::<usize>(),
+    );
     let mut rules_at = 0..0;
     out.push('{');
     for (i, (key, value)) in members.iter().enumerate() {
@@ -1757,9 +1764,11 @@ fn canonical_form(
         out.push_str(key);
         out.push_str("\":");
         if *key == "rules" {
-            rules_at = out.len()..out.len() + value.len();
+            rules_at = out.len()..out.len() + rules.len();
+            out.push_str(rules);
+        } else {
+            out.push_str(value);
         }
-        out.push_str(value);
     }
     out.push('}');
     Ok((out, rules_at))
