@@ -499,14 +499,14 @@ impl HookArgs {
     /// agent; its rules from the compiled-policy cache unless `--no-cache`. A hook decides one
     /// call and exits, so the snapshot is kept until then rather than freed piece by piece
     /// (for a policy of 10,000 rules, a tenth of the process's time).
-    fn snapshot(&self) -> Result<&'static warden_policy::PolicySnapshot, CliError> {
+    fn snapshot(&self) -> Result<std::mem::ManuallyDrop<warden_policy::PolicySnapshot>, CliError> {
         crate::policy_cache::snapshot(
             &self.policy.files(),
             self.policy.project_root.as_deref(),
             &load::store_files(self.journal.as_deref(), "the hook's journal"),
             !self.no_cache,
         )
-        .map(|snapshot| &*Box::leak(Box::new(snapshot)))
+        .map(std::mem::ManuallyDrop::new)
     }
 }
 
