@@ -5,10 +5,10 @@
 //! serializes): [`hash_input`] is the contracts' one canonical writer run on [`Fields`].
 //!
 //! An append is sealed in two steps. [`prepare_parsed`] / [`prepare_typed`] do what does not
-//! depend on the chain (the payload's check against its type, its canonical text and digest,
-//! the facts the lifecycle rules read): a store runs them before it takes the lock that orders
-//! the chain's appends. [`seal_on`] does the rest on the chain's head: the sequence, the record
-//! id, the previous hash and the chain hash.
+//! depend on the chain's head (the payload's check against its type, its canonical text and
+//! digest, the record id at the expected sequence, the hash input's head-free part): a store
+//! runs them before it takes the lock that orders the chain's appends. [`seal_on`] does the
+//! rest on the chain's head: the sequence check, the previous hash and the chain hash.
 
 use std::fmt;
 
