@@ -2,7 +2,10 @@
 //! explain`.
 //!
 //! Input is validated whole before anything is decided: an invalid `--args`, or any invalid
-//! line of a `--calls` file, is exit 2 with nothing printed on stdout.
+//! line of a `--calls` file, is exit 2 with nothing printed on stdout. A `--calls` file is
+//! decided line by line as it is parsed, into one buffer that reaches stdout only after the last
+//! line (a decision is pure: nothing of it leaves the process before then); when the policy does
+//! not load, the file is checked first, so its bad line is the error, as when it was read whole.
 
 use std::io::{Read as _, Write};
 use std::path::{Path, PathBuf};
