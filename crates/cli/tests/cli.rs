@@ -195,6 +195,84 @@ fn calls_mode_answers_in_input_order() {
 }
 
 #[test]
+fn a_calls_file_is_read_as_its_lines_say_whatever_path_a_line_takes() {
+    // Lines the fast parse leaves to the documented reader (a repeated key: the last wins; an
+    // escaped key or tool name; CRLF; null `time` and `cwd`) decide as plain lines do, in order.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write(
+        dir.path(),
+        "p.toml",
+        "default = \"deny\"\nallow = [\"read\"]\nask = [\"edit\"]\n",
+    );
+    let calls = write(
+        dir.path(),
+        "calls.jsonl",
+        "{\"tool\":\"edit\",\"tool\":\"read\",\"args\":{\"path\":\"a\"}}\r\n\
+         {\"t\\u006fol\":\"r\\u0065ad\",\"args\":{}}\n\
+         {\"tool\":\"edit\",\"args\":{\"path\":\"a\"},\"time\":null,\"cwd\":null}\n\
+         {\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}}",
+    );
+    let out = warden(
+        &[
+            "check", "--policy", &policy, "--calls", &calls, "--format", "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Vec<String> = lines(&out)
+        .iter()
+        .map(|v| v["decision"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(d, ["allow", "allow", "ask", "deny"]);
+}
+
+#[test]
+fn a_bad_calls_line_is_reported_before_a_policy_that_does_not_load() {
+    // The calls file is decided as it is read, after the policy loads; a policy that does not
+    // load still reports the file's bad line first, as when the file was read whole first.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_policy = write(dir.path(), "bad.toml", "default = \"ask\"\nalow = []\n");
+    let good_policy = write(dir.path(), "good.toml", "default = \"ask\"\n");
+    let calls = write(
+        dir.path(),
+        "calls.jsonl",
+        "{\"tool\":\"read\",\"args\":{}}\n{\"tool\":\"read\",\"args\":{},\"x\":1}\n",
+    );
+    for policy in [&bad_policy, &good_policy] {
+        let out = warden(
+            &[
+                "check", "--policy", policy, "--calls", &calls, "--format", "json",
+            ],
+            dir.path(),
+        );
+        assert_input_error(&out, "calls.jsonl:2: unknown key `x`");
+    }
+    let good_calls = write(
+        dir.path(),
+        "good.jsonl",
+        "{\"tool\":\"read\",\"args\":{}}\n",
+    );
+    let out = warden(
+        &[
+            "check",
+            "--policy",
+            &bad_policy,
+            "--calls",
+            &good_calls,
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_input_error(&out, "bad.toml:2");
+}
+
+#[test]
 fn bad_input_is_exit_2_and_decides_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let good = write(dir.path(), "good.toml", "default = \"ask\"\n");
