@@ -556,6 +556,16 @@ fn duration(ns: f64) -> String {
 }
 
 /// A whole number with thousands separators: `61,200`.
+/// A throughput and its interval: `66,000 records/s [61,400–69,500]`.
+fn records_per_s(m: f64, lo: f64, hi: f64) -> String {
+    format!(
+        "{} records/s [{}–{}]",
+        thousands(m),
+        thousands(lo),
+        thousands(hi)
+    )
+}
+
 fn thousands(v: f64) -> String {
     let digits = format!("{:.0}", v.max(0.0));
     let mut out = String::new();
@@ -875,12 +885,7 @@ fn tables(
     if let Some((m, lo, hi)) = rate("sqlite_full_group_commit/concurrent_appenders/128") {
         evidence.push(row(
             "SQLite, 128 appenders that each wait for their receipt (`concurrent_appenders/128`)",
-            format!(
-                "{} records/s [{}–{}]",
-                thousands(m),
-                thousands(lo),
-                thousands(hi)
-            ),
+            records_per_s(m, lo, hi),
             "—",
             "—",
             "`cargo bench -p warden-evidence --bench evidence -- 'concurrent_appenders/128$'`",
@@ -898,12 +903,7 @@ fn tables(
     if let Some((m, lo, hi)) = rate("memory_chain/verify_10k_records") {
         evidence.push(row(
             "verifying a chain (`verify_10k_records`)",
-            format!(
-                "{} records/s [{}–{}]",
-                thousands(m),
-                thousands(lo),
-                thousands(hi)
-            ),
+            records_per_s(m, lo, hi),
             "—",
             "—",
             "`cargo bench -p warden-evidence --bench evidence -- verify_10k_records`",

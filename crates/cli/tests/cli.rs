@@ -167,56 +167,22 @@ fn check_prints_the_contract_json() {
     );
 }
 
-#[test]
-fn calls_mode_answers_in_input_order() {
+/// `warden check --calls` of a file holding `calls` against a policy allowing `read` and asking
+/// for `edit` (else deny): it exits 0, and the decision of every line, in order.
+fn calls_decisions(calls: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let policy = write(
-        dir.path(),
+    let dir = dir.path();
+    let policy = &write(
+        dir,
         "p.toml",
         "default = \"deny\"\nallow = [\"read\"]\nask = [\"edit\"]\n",
     );
-    let calls = write(
-        dir.path(),
-        "calls.jsonl",
-        "{\"tool\":\"read\",\"args\":{\"path\":\"a\"}}\n\n{\"tool\":\"edit\",\"args\":{\"path\":\"a\"}}\n{\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}}\n",
-    );
+    let calls = &write(dir, "calls.jsonl", calls);
     let out = warden(
         &[
-            "check", "--policy", &policy, "--calls", &calls, "--format", "json",
+            "check", "--policy", policy, "--calls", calls, "--format", "json",
         ],
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let d: Vec<String> = lines(&out)
-        .iter()
-        .map(|v| v["decision"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(d, ["allow", "ask", "deny"]);
-}
-
-#[test]
-fn a_calls_file_is_read_as_its_lines_say_whatever_path_a_line_takes() {
-    // Lines the fast parse leaves to the documented reader (a repeated key: the last wins; an
-    // escaped key or tool name; CRLF; null `time` and `cwd`) decide as plain lines do, in order.
-    let dir = tempfile::tempdir().unwrap();
-    let policy = write(
-        dir.path(),
-        "p.toml",
-        "default = \"deny\"\nallow = [\"read\"]\nask = [\"edit\"]\n",
-    );
-    let calls = write(
-        dir.path(),
-        "calls.jsonl",
-        "{\"tool\":\"edit\",\"tool\":\"read\",\"args\":{\"path\":\"a\"}}\r\n\
-         {\"t\\u006fol\":\"r\\u0065ad\",\"args\":{}}\n\
-         {\"tool\":\"edit\",\"args\":{\"path\":\"a\"},\"time\":null,\"cwd\":null}\n\
-         {\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}}",
-    );
-    let out = warden(
-        &[
-            "check", "--policy", &policy, "--calls", &calls, "--format", "json",
-        ],
-        dir.path(),
+        dir,
     );
     assert_eq!(
         out.status.code(),
@@ -224,11 +190,27 @@ fn a_calls_file_is_read_as_its_lines_say_whatever_path_a_line_takes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let d: Vec<String> = lines(&out)
+    lines(&out)
         .iter()
         .map(|v| v["decision"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(d, ["allow", "allow", "ask", "deny"]);
+        .collect()
+}
+
+#[test]
+fn calls_mode_answers_in_input_order() {
+    let calls = "{\"tool\":\"read\",\"args\":{\"path\":\"a\"}}\n\n{\"tool\":\"edit\",\"args\":{\"path\":\"a\"}}\n{\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}}\n";
+    assert_eq!(calls_decisions(calls), ["allow", "ask", "deny"]);
+}
+
+#[test]
+fn a_calls_file_is_read_as_its_lines_say_whatever_path_a_line_takes() {
+    // Lines the fast parse leaves to the documented reader (a repeated key: the last wins; an
+    // escaped key or tool name; CRLF; null `time` and `cwd`) decide as plain lines do, in order.
+    let calls = "{\"tool\":\"edit\",\"tool\":\"read\",\"args\":{\"path\":\"a\"}}\r\n\
+         {\"t\\u006fol\":\"r\\u0065ad\",\"args\":{}}\n\
+         {\"tool\":\"edit\",\"args\":{\"path\":\"a\"},\"time\":null,\"cwd\":null}\n\
+         {\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}}";
+    assert_eq!(calls_decisions(calls), ["allow", "allow", "ask", "deny"]);
 }
 
 #[test]

@@ -69,6 +69,47 @@ fn memory(c: &mut Criterion) {
     g.finish();
 }
 
+/// The SQLite store the group-commit benches share, and the round that names their chains.
+struct Sqlite<'a> {
+    store: &'a Arc<SqliteStore>,
+    round: &'a AtomicU64,
+}
+
+impl Sqlite<'_> {
+    /// One bench of `name`, for each number of appenders in `counts`: each appender's `per(k)`
+    /// appends on its own chain (`prefix`, round, appender), turned by `make` into what `run`
+    /// appends; only `run` is timed.
+    fn bench<T>(
+        &self,
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        (name, prefix): (&str, &str),
+        counts: &[usize],
+        per: impl Fn(usize) -> usize,
+        make: impl Fn(Vec<EvidenceAppend>) -> Vec<T>,
+        run: impl Fn(&Arc<SqliteStore>, Vec<Vec<T>>),
+    ) {
+        for &k in counts {
+            let per = per(k);
+            g.throughput(Throughput::Elements((k * per) as u64));
+            g.bench_with_input(BenchmarkId::new(name, k), &k, |b, &k| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let r = self.round.fetch_add(1, Ordering::Relaxed);
+                        let work = (0..k)
+                            .map(|t| make(appends(&format!("{prefix}{r}-{t}"), per)))
+                            .collect();
+                        let start = Instant::now();
+                        run(self.store, work);
+                        total += start.elapsed();
+                    }
+                    total
+                });
+            });
+        }
+    }
+}
+
 fn sqlite(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path().join("bench.db")).unwrap());
@@ -76,85 +117,42 @@ fn sqlite(c: &mut Criterion) {
     let mut g = c.benchmark_group("sqlite_full_group_commit");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(15));
-    for appenders in [1usize, 16, 128, 512] {
-        let per = if appenders == 1 {
-            200
-        } else {
-            24_576 / appenders
-        };
-        g.throughput(Throughput::Elements((appenders * per) as u64));
-        g.bench_with_input(
-            BenchmarkId::new("concurrent_appenders", appenders),
-            &appenders,
-            |b, &k| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let r = round.fetch_add(1, Ordering::Relaxed);
-                        let work: Vec<Vec<EvidenceAppend>> =
-                            (0..k).map(|t| appends(&format!("c{r}-{t}"), per)).collect();
-                        let start = Instant::now();
-                        workload::waiting(&store, work);
-                        total += start.elapsed();
-                    }
-                    total
-                });
-            },
-        );
-    }
-    // Appenders that pipeline (`workload::pipelined`).
-    for appenders in [16usize, 64] {
-        let per = 32_768 / appenders;
-        g.throughput(Throughput::Elements((appenders * per) as u64));
-        g.bench_with_input(
-            BenchmarkId::new("pipelined_appenders", appenders),
-            &appenders,
-            |b, &k| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let r = round.fetch_add(1, Ordering::Relaxed);
-                        let work: Vec<Vec<EvidenceAppend>> =
-                            (0..k).map(|t| appends(&format!("p{r}-{t}"), per)).collect();
-                        let start = Instant::now();
-                        workload::pipelined(&store, work);
-                        total += start.elapsed();
-                    }
-                    total
-                });
-            },
-        );
-    }
-    // The same, with typed appends (`workload::pipelined_typed`): what the recorder appends.
-    {
-        let appenders = 16usize;
-        let per = 32_768 / appenders;
-        g.throughput(Throughput::Elements((appenders * per) as u64));
-        g.bench_with_input(
-            BenchmarkId::new("pipelined_typed_appenders", appenders),
-            &appenders,
-            |b, &k| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let r = round.fetch_add(1, Ordering::Relaxed);
-                        let work = (0..k)
-                            .map(|t| {
-                                appends(&format!("t{r}-{t}"), per)
-                                    .iter()
-                                    .map(|e| (workload::typed_of(e), e.expected_sequence))
-                                    .collect()
-                            })
-                            .collect();
-                        let start = Instant::now();
-                        workload::pipelined_typed(&store, work);
-                        total += start.elapsed();
-                    }
-                    total
-                });
-            },
-        );
-    }
+    let sqlite = Sqlite {
+        store: &store,
+        round: &round,
+    };
+    // Appenders that each wait for their receipt (`workload::waiting`).
+    sqlite.bench(
+        &mut g,
+        ("concurrent_appenders", "c"),
+        &[1, 16, 128, 512],
+        |k| if k == 1 { 200 } else { 24_576 / k },
+        |appends| appends,
+        workload::waiting,
+    );
+    // Appenders that pipeline (`workload::pipelined`), with parsed appends and with typed ones
+    // (what the recorder appends; made before the timed part).
+    sqlite.bench(
+        &mut g,
+        ("pipelined_appenders", "p"),
+        &[16, 64],
+        |k| 32_768 / k,
+        |appends| appends,
+        |store, work| workload::pipelined(store, work, |s, e| Box::pin(s.append_queued(e))),
+    );
+    sqlite.bench(
+        &mut g,
+        ("pipelined_typed_appenders", "t"),
+        &[16],
+        |k| 32_768 / k,
+        |appends| {
+            appends
+                .iter()
+                .map(|e| (workload::typed_of(e), e.expected_sequence))
+                .collect()
+        },
+        |store, work| workload::pipelined(store, work, |s, (t, seq)| s.append_typed(t, seq)),
+    );
     g.finish();
     let (commits, records) = store.commit_stats();
     eprintln!(

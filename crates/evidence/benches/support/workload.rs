@@ -63,18 +63,19 @@ pub(crate) fn appends(chain: &str, n: usize) -> Vec<EvidenceAppend> {
     out
 }
 
-/// Appenders that pipeline: each queues its appends without waiting for the previous receipt
-/// (as concurrent operations on one boundary do through the recorder), then awaits them all.
-/// Every receipt still arrives only after its commit is durable.
-pub(crate) fn pipelined(store: &Arc<SqliteStore>, work: Vec<Vec<EvidenceAppend>>) {
+/// Appenders that pipeline: each queues its appends with `append` without waiting for the
+/// previous receipt (as concurrent operations on one boundary do through the recorder), then
+/// awaits them all. Every receipt still arrives only after its commit is durable.
+pub(crate) fn pipelined<T: Send>(
+    store: &Arc<SqliteStore>,
+    work: Vec<Vec<T>>,
+    append: for<'s> fn(&'s SqliteStore, T) -> AppendFuture<'s>,
+) {
     std::thread::scope(|s| {
         for entries in work {
             let store = store.clone();
             s.spawn(move || {
-                let pending: Vec<_> = entries
-                    .into_iter()
-                    .map(|e| store.append_queued(e))
-                    .collect();
+                let pending: Vec<_> = entries.into_iter().map(|e| append(&store, e)).collect();
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .build()
                     .unwrap();
@@ -155,30 +156,6 @@ pub(crate) fn escaping_appends() -> Vec<EvidenceAppend> {
             created_at: Timestamp(1 << 52),
         })
         .collect()
-}
-
-/// [`pipelined`] with typed appends, as the recorder appends: each payload parsed into its type
-/// before the timed part starts, then appended at its sequence.
-pub(crate) fn pipelined_typed(store: &Arc<SqliteStore>, work: Vec<Vec<(TypedAppend, u64)>>) {
-    std::thread::scope(|s| {
-        for entries in work {
-            let store = store.clone();
-            s.spawn(move || {
-                let pending: Vec<_> = entries
-                    .into_iter()
-                    .map(|(typed, seq)| store.append_typed(typed, seq))
-                    .collect();
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    for p in pending {
-                        p.await.unwrap();
-                    }
-                });
-            });
-        }
-    });
 }
 
 /// The typed append of a plain append (its payload parsed into its type), as the recorder makes

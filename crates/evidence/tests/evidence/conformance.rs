@@ -671,19 +671,6 @@ fn a_refused_payload_is_reported_after_the_sequence_check() {
     });
 }
 
-/// The typed append of a record (its payload parsed into its type).
-fn typed_of(e: &EvidenceAppend) -> TypedAppend {
-    TypedAppend {
-        chain_id: e.chain_id.clone(),
-        operation_id: e.operation_id.clone(),
-        policy_id: e.policy_id.clone(),
-        policy_version: e.policy_version.clone(),
-        payload: payload::parse(e.record_type, &e.payload).unwrap(),
-        supersedes_record_id: e.supersedes_record_id.clone(),
-        created_at: e.created_at,
-    }
-}
-
 /// A typed append (what the recorder appends: its payload never becomes a `Value`) seals exactly
 /// the record the plain append of its value seals, on every backend; a payload its type's rules
 /// refuse is refused after the sequence check with the plain append's error.
@@ -694,7 +681,7 @@ fn typed_appends_seal_the_records_their_values_seal() {
             let store = b.store();
             let (appends, sealed) = standard_appends("typed").await;
             for (e, expected) in appends.iter().zip(&sealed) {
-                let typed = typed_of(e);
+                let typed = crate::workload::typed_of(e);
                 assert_eq!(typed.clone().into_append(e.expected_sequence), *e);
                 let receipt = store
                     .append_typed(typed, e.expected_sequence)
@@ -709,7 +696,7 @@ fn typed_appends_seal_the_records_their_values_seal() {
                 .iter()
                 .find(|e| e.record_type == RecordType::OperationStarted)
                 .unwrap();
-            let mut bad = typed_of(started);
+            let mut bad = crate::workload::typed_of(started);
             let Payload::OperationStarted(p) = &mut bad.payload else {
                 unreachable!()
             };

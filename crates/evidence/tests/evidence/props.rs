@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use serde_json::json;
 use warden_contracts::canonical::to_canonical_string;
 use warden_contracts::*;
-use warden_evidence::payload::{self, CloseDisposition, GateLevel, GateVerdict};
+use warden_evidence::payload::{CloseDisposition, GateLevel, GateVerdict};
 use warden_evidence::*;
 
 use crate::support::*;
@@ -225,15 +225,7 @@ proptest! {
         let fresh = MemoryStore::new();
         for r in &records {
             let e = append_of(r);
-            let typed = TypedAppend {
-                chain_id: e.chain_id.clone(),
-                operation_id: e.operation_id.clone(),
-                policy_id: e.policy_id.clone(),
-                policy_version: e.policy_version.clone(),
-                payload: payload::parse(e.record_type, &e.payload).unwrap(),
-                supersedes_record_id: e.supersedes_record_id.clone(),
-                created_at: e.created_at,
-            };
+            let typed = crate::workload::typed_of(&e);
             let receipt = block_on(fresh.append_typed(typed, r.sequence));
             prop_assert_eq!(receipt.unwrap(), receipt_of(r));
         }

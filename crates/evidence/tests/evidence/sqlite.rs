@@ -40,7 +40,7 @@ fn the_records_table_has_one_column_per_record_field() {
         .map(Result::unwrap)
         .collect();
     let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, crate::tamper::FIELDS.to_vec());
+    assert_eq!(names, warden_evidence::COLUMNS.to_vec());
     assert!(cols.contains(&("payload_json".into(), "TEXT".into())));
     // Every field of the contract type is a column.
     let record = serde_json::to_value(
